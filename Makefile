@@ -1,0 +1,47 @@
+# CodeLab Agent Runtime. Two commands do all the setup on a fresh machine:
+#   make run    start the whole mesh on embedded defaults
+#   make test   install and run the test suite
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PROTOS := $(wildcard protos/codelab/v1/*.proto)
+STUBS  := $(patsubst protos/%.proto,%_pb2.py,$(PROTOS))
+
+.PHONY: install proto proto-check run test lint format bench soak clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Stubs are committed; they are regenerated only when a .proto is newer.
+$(STUBS) &: $(PROTOS) | $(STAMP)
+	$(BIN)/python scripts/protogen.py
+
+proto: $(STAMP)
+	$(BIN)/python scripts/protogen.py
+
+proto-check: $(STAMP)
+	$(BIN)/python scripts/protogen.py --check
+
+run: $(STAMP) $(STUBS)
+	$(BIN)/python -m services.supervisor
+
+test: $(STAMP) $(STUBS)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy services clients scripts tests
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

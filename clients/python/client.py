@@ -1,0 +1,158 @@
+"""Typed async access to the mesh over its generated stubs.
+
+``MeshClient`` owns the channels (internal auth on every call) and exposes the
+services' stubs; ``SessionStream`` is one IDE connection's bidirectional Stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from types import TracebackType
+from typing import cast
+
+import grpc
+from grpc import aio
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from codelab.v1 import common_pb2 as common
+from codelab.v1 import hitl_pb2_grpc, llmproxy_pb2_grpc, runtime_pb2_grpc, toolsearch_pb2_grpc
+from services.common.channels import internal_channel
+from services.common.settings import Settings
+
+
+class SessionStream:
+    """One attached Stream: send the IDE's messages, iterate the session's events."""
+
+    def __init__(self, call: aio.StreamStreamCall[common.ClientMessage, common.ServerEvent]):
+        self._call = call
+        self._send_lock = asyncio.Lock()
+
+    async def send(self, message: common.ClientMessage) -> None:
+        async with self._send_lock:
+            await self._call.write(message)
+
+    async def __aiter__(self) -> AsyncIterator[common.ServerEvent]:
+        while True:
+            event = await self._call.read()
+            if event is aio.EOF:
+                return
+            assert isinstance(event, common.ServerEvent)
+            yield event
+
+    async def until_done(self) -> list[common.ServerEvent]:
+        """Every event up to and including the next ``done``."""
+        seen: list[common.ServerEvent] = []
+        async for event in self:
+            seen.append(event)
+            if event.WhichOneof("event") == "done":
+                break
+        return seen
+
+    def close(self) -> None:
+        self._call.cancel()
+
+    async def __aenter__(self) -> SessionStream:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class MeshClient:
+    """Channels and stubs for every mesh service."""
+
+    def __init__(
+        self,
+        *,
+        internal_api_key: str,
+        orchestrator_addr: str,
+        toolsearch_addr: str = "",
+        hitl_addr: str = "",
+        llmproxy_addr: str = "",
+    ) -> None:
+        self.addresses = {
+            "orchestrator": orchestrator_addr,
+            "toolsearch": toolsearch_addr,
+            "hitl": hitl_addr,
+            "llmproxy": llmproxy_addr,
+        }
+        self._channels = {
+            name: internal_channel(addr, internal_api_key)
+            for name, addr in self.addresses.items()
+            if addr
+        }
+        self.runtime = cast(
+            "runtime_pb2_grpc.AgentRuntimeAsyncStub",
+            runtime_pb2_grpc.AgentRuntimeStub(self._channels["orchestrator"]),
+        )
+
+    @property
+    def toolsearch(self) -> toolsearch_pb2_grpc.ToolSearchAsyncStub:
+        return cast(
+            "toolsearch_pb2_grpc.ToolSearchAsyncStub",
+            toolsearch_pb2_grpc.ToolSearchStub(self._channel("toolsearch")),
+        )
+
+    @property
+    def hitl(self) -> hitl_pb2_grpc.HitlAsyncStub:
+        return cast("hitl_pb2_grpc.HitlAsyncStub", hitl_pb2_grpc.HitlStub(self._channel("hitl")))
+
+    @property
+    def llmproxy(self) -> llmproxy_pb2_grpc.LlmProxyAsyncStub:
+        return cast(
+            "llmproxy_pb2_grpc.LlmProxyAsyncStub",
+            llmproxy_pb2_grpc.LlmProxyStub(self._channel("llmproxy")),
+        )
+
+    def _channel(self, name: str) -> aio.Channel:
+        channel = self._channels.get(name)
+        if channel is None:
+            raise ValueError(f"no address for {name}")
+        return channel
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> MeshClient:
+        return cls(
+            internal_api_key=settings.require_internal_key(),
+            orchestrator_addr=settings.orchestrator_addr,
+            toolsearch_addr=settings.toolsearch_addr,
+            hitl_addr=settings.hitl_addr,
+            llmproxy_addr=settings.llmproxy_addr,
+        )
+
+    async def open_stream(
+        self, session_id: str, *, last_seq: int = -1, user_id: str = ""
+    ) -> SessionStream:
+        """Attach to ``session_id``; ``last_seq`` >= 0 replays the events after it."""
+        call = self.runtime.Stream()
+        stream = SessionStream(call)
+        await stream.send(
+            common.ClientMessage(
+                attach=common.Attach(session_id=session_id, last_seq=last_seq, user_id=user_id)
+            )
+        )
+        return stream
+
+    async def health(self) -> dict[str, str]:
+        """Each service's overall health status name (UNREACHABLE when it does not answer)."""
+
+        async def check(name: str, channel: aio.Channel) -> tuple[str, str]:
+            stub = health_pb2_grpc.HealthStub(channel)
+            try:
+                reply = await stub.Check(health_pb2.HealthCheckRequest(), timeout=2.0)
+            except grpc.aio.AioRpcError:
+                return name, "UNREACHABLE"
+            return name, health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+
+        results = await asyncio.gather(*(check(n, c) for n, c in self._channels.items()))
+        return dict(results)
+
+    async def close(self) -> None:
+        for channel in self._channels.values():
+            await channel.close()

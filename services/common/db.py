@@ -1,0 +1,54 @@
+"""The asyncpg pool: JSON codecs, a liveness probe, errors mapped to DatabaseError."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any, TypeAlias
+
+import asyncpg
+
+from services.common.errors import DatabaseError
+
+log = logging.getLogger(__name__)
+
+Pool: TypeAlias = asyncpg.Pool
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    for kind in ("json", "jsonb"):
+        await conn.set_type_codec(kind, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+
+
+async def create_pool(
+    dsn: str, *, min_size: int = 1, max_size: int = 10, attempts: int = 30
+) -> Pool:
+    """Connect, retrying while the server starts (e.g. right after the supervisor spawned it)."""
+    delay = 0.1
+    for attempt in range(attempts):
+        try:
+            pool: Pool = await asyncpg.create_pool(
+                dsn,
+                min_size=min_size,
+                max_size=max_size,
+                init=_init_connection,
+                command_timeout=30,
+            )
+            return pool
+        except (TimeoutError, OSError, asyncpg.PostgresError) as error:
+            if attempt == attempts - 1:
+                raise DatabaseError(f"cannot connect to Postgres: {error}") from error
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+    raise AssertionError("unreachable")
+
+
+async def ping(pool: Pool) -> bool:
+    """True when a connection answers ``select 1``."""
+    try:
+        async with pool.acquire(timeout=2) as conn:
+            value: Any = await conn.fetchval("select 1")
+            return bool(value == 1)
+    except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+        return False

@@ -1,0 +1,133 @@
+"""The gateway's HTTP application: routes only; transports live in streaming.py."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+from fastapi import FastAPI, Request, WebSocket
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, generate_latest
+
+from clients.python import MeshClient
+from services.common.settings import Settings
+from services.gateway.auth import Authenticator, Unauthorized
+from services.gateway.mesh import WS_CLOSE_POLICY, WS_CLOSE_UNAVAILABLE, describe
+from services.gateway.streaming import sse_events, websocket_session
+from services.gateway.translate import (
+    ProtocolError,
+    local_error,
+    normalise_stream_body,
+    parse_client_message,
+)
+
+VERSION = "0.1.0"
+WS_OPEN = Gauge("codelab_gateway_websockets_open", "IDE WebSocket connections open")
+SSE_REQUESTS = Counter("codelab_gateway_sse_requests_total", "SSE message streams started")
+
+
+def error_body(code: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "error_code": code, "content": message}
+
+
+def create_app(settings: Settings, client: MeshClient) -> FastAPI:
+    """The gateway over ``client``; it keeps no session state of its own."""
+    auth = Authenticator(settings.gateway_api_keys, settings.internal_api_key)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        await client.close()
+
+    app = FastAPI(
+        title="CodeLab Agent Runtime gateway",
+        version=VERSION,
+        description="IDE-facing WebSocket, SSE and REST over the CodeLab gRPC mesh.",
+        lifespan=lifespan,
+    )
+
+    @app.exception_handler(Unauthorized)
+    async def unauthorized(_: Request, error: Unauthorized) -> JSONResponse:
+        return JSONResponse(error_body("UNAUTHORIZED", str(error)), status_code=401)
+
+    @app.exception_handler(ProtocolError)
+    async def bad_request(_: Request, error: ProtocolError) -> JSONResponse:
+        return JSONResponse(error_body(error.code, error.message), status_code=400)
+
+    @app.exception_handler(grpc.aio.AioRpcError)
+    async def mesh_failed(_: Request, error: grpc.aio.AioRpcError) -> JSONResponse:
+        status, code, message = describe(error)
+        return JSONResponse(error_body(code, message), status_code=status)
+
+    @app.get("/health", tags=["ops"])
+    async def health() -> JSONResponse:
+        """Each mesh service's gRPC health; 200 only when all are SERVING."""
+        services = await client.health()
+        healthy = all(status == "SERVING" for status in services.values())
+        body = {
+            "status": "healthy" if healthy else "unhealthy",
+            "version": VERSION,
+            "multi_agent_mode": settings.multi_agent_mode,
+            "services": services,
+        }
+        return JSONResponse(body, status_code=200 if healthy else 503)
+
+    @app.get("/metrics", tags=["ops"])
+    async def metrics() -> Response:
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    @app.websocket("/ws/{session_id}")
+    async def ws(websocket: WebSocket, session_id: str) -> None:
+        """The IDE protocol of seeds 002 and 004 (JSON text frames)."""
+        try:
+            user = auth.user_for(websocket.headers, websocket.query_params.get("token"))
+        except Unauthorized:
+            await websocket.close(WS_CLOSE_POLICY, "missing or invalid API key")
+            return
+        raw_last = websocket.query_params.get("last_event_id", "-1")
+        last_seq = int(raw_last) if raw_last.lstrip("-").isdigit() else -1
+        await websocket.accept()
+        WS_OPEN.inc()
+        try:
+            stream = await client.open_stream(session_id, last_seq=last_seq, user_id=user)
+            await websocket_session(stream, websocket, session_id)
+        except grpc.aio.AioRpcError as error:
+            _, code, message = describe(error)
+            await websocket.send_json(local_error(code, message, session_id))
+            await websocket.close(WS_CLOSE_UNAVAILABLE)
+        finally:
+            WS_OPEN.dec()
+
+    @app.post("/agent/message/stream", tags=["agent"])
+    async def message_stream(request: Request) -> StreamingResponse:
+        """Send one message and stream the answer as SSE until ``event: done``.
+
+        Body: seed 000 ``{session_id, message, message_type, ...}`` or seed 002
+        ``{session_id, message: {type, ...}}``.
+        """
+        user = auth.user_for(request.headers)
+        try:
+            body = json.loads(await request.body())
+        except json.JSONDecodeError as error:
+            raise ProtocolError("INVALID_MESSAGE_TYPE", f"Invalid JSON body: {error}") from error
+        session_id, raw = normalise_stream_body(body)
+        message = parse_client_message(raw)
+        stream = await client.open_stream(session_id, user_id=user)
+        await stream.send(message)
+        SSE_REQUESTS.inc()
+        frames = sse_events(
+            stream,
+            session_id,
+            heartbeat=settings.sse_heartbeat,
+            idle_timeout=settings.agent_stream_timeout,
+        )
+        return StreamingResponse(
+            frames,
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    return app

@@ -1,0 +1,27 @@
+"""Runs the gateway under uvicorn (``python -m services.gateway``)."""
+
+from __future__ import annotations
+
+import uvicorn
+
+from clients.python import MeshClient
+from services.common.logs import configure_logging
+from services.common.settings import Settings
+from services.gateway.app import create_app
+from services.gateway.auth import check_bind
+
+
+async def serve(settings: Settings) -> None:
+    configure_logging("gateway", settings.log_level)
+    check_bind(settings)
+    app = create_app(settings, MeshClient.from_settings(settings))
+    config = uvicorn.Config(
+        app,
+        host=settings.gateway_host,
+        port=settings.gateway_port,
+        log_config=None,
+        ws_ping_interval=20,
+        timeout_graceful_shutdown=10,
+    )
+    # uvicorn handles SIGTERM/SIGINT: stop accepting, finish requests, run lifespan exit.
+    await uvicorn.Server(config).serve()

@@ -1,0 +1,126 @@
+"""The two IDE transports over one Stream: WebSocket frames and SSE frames."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+from starlette.websockets import WebSocket, WebSocketState
+
+from clients.python import SessionStream
+from codelab.v1 import common_pb2 as pb
+from services.gateway.mesh import WS_CLOSE_UNAVAILABLE, describe
+from services.gateway.translate import ProtocolError, event_to_json, local_error, parse_text
+
+log = logging.getLogger(__name__)
+
+
+def rejected(error: ProtocolError) -> pb.ClientMessage:
+    """A bad client message, reported through the orchestrator so the error gets a seq."""
+    return pb.ClientMessage(
+        rejected=pb.Rejected(error_code=pb.ErrorCode.Value(error.code), content=error.message)
+    )
+
+
+async def pump_to_websocket(stream: SessionStream, websocket: WebSocket, session_id: str) -> None:
+    """Forward every event of the stream; on a mesh failure tell the IDE and close."""
+    try:
+        async for event in stream:
+            await websocket.send_json(event_to_json(event))
+    except grpc.aio.AioRpcError as error:
+        if error.code() == grpc.StatusCode.CANCELLED:
+            return
+        _, code, message = describe(error)
+        log.warning("stream failed", extra={"fields": {"code": code, "err": message}})
+        if websocket.client_state == WebSocketState.CONNECTED:
+            with contextlib.suppress(RuntimeError, OSError):
+                await websocket.send_json(local_error(code, message, session_id))
+                await websocket.close(WS_CLOSE_UNAVAILABLE)
+
+
+async def websocket_session(stream: SessionStream, websocket: WebSocket, session_id: str) -> None:
+    """Run one IDE connection until either side goes away."""
+    pump = asyncio.create_task(pump_to_websocket(stream, websocket, session_id))
+    try:
+        while True:
+            frame = await websocket.receive()
+            if frame["type"] == "websocket.disconnect":
+                return
+            text = frame.get("text")
+            if text is None and frame.get("bytes") is not None:
+                text = frame["bytes"].decode("utf-8", errors="replace")
+            try:
+                message = parse_text(text or "")
+            except ProtocolError as error:
+                message = rejected(error)
+            try:
+                await stream.send(message)
+            except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
+                return  # the pump reports the failure and closes the socket
+    finally:
+        stream.close()
+        pump.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await pump
+
+
+def sse_frame(payload: dict[str, Any], event: str = "message") -> str:
+    seq = payload.get("seq")
+    head = f"id: {seq}\n" if seq else ""
+    return f"{head}event: {event}\ndata: {json.dumps(payload, ensure_ascii=False)}\n\n"
+
+
+async def sse_events(
+    stream: SessionStream, session_id: str, *, heartbeat: float, idle_timeout: float
+) -> AsyncIterator[str]:
+    """SSE frames until the turn's ``done`` (sent as ``event: done``); ``:`` heartbeats."""
+    queue: asyncio.Queue[pb.ServerEvent | grpc.aio.AioRpcError | None] = asyncio.Queue()
+
+    async def pump() -> None:
+        try:
+            async for event in stream:
+                await queue.put(event)
+        except grpc.aio.AioRpcError as error:
+            await queue.put(error)
+        await queue.put(None)
+
+    task = asyncio.create_task(pump())
+    idle = 0.0
+    try:
+        while True:
+            try:
+                item = await asyncio.wait_for(queue.get(), heartbeat)
+            except TimeoutError:
+                idle += heartbeat
+                if idle >= idle_timeout:
+                    yield sse_frame(
+                        local_error("LLM_TIMEOUT", "no event within the stream timeout", session_id)
+                    )
+                    yield sse_frame({"status": "timeout"}, "done")
+                    return
+                yield ": heartbeat\n\n"
+                continue
+            idle = 0.0
+            if item is None:
+                yield sse_frame({"status": "closed"}, "done")
+                return
+            if isinstance(item, grpc.aio.AioRpcError):
+                _, code, message = describe(item)
+                yield sse_frame(local_error(code, message, session_id))
+                yield sse_frame({"status": "error"}, "done")
+                return
+            payload = event_to_json(item)
+            if payload["type"] == "done":
+                yield sse_frame(payload, "done")
+                return
+            yield sse_frame(payload)
+    finally:
+        stream.close()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

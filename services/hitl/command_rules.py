@@ -1,0 +1,265 @@
+"""Per-executable risk rules of the HITL command analyser (table-driven, pure).
+
+Each rule receives the unwrapped ``Invocation`` and reports findings through the
+``Context``; rules that run nested code (``find -exec``) recurse through it. This module
+holds the filesystem, process and system rules, the wrapper tables and the combined
+``RULES`` table; code-execution rules live in ``command_code``, git in ``command_git``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from services.hitl.command_code import CODE_RULES
+from services.hitl.command_git import git_rule
+from services.hitl.command_options import (
+    Context,
+    Invocation,
+    Rule,
+    is_critical,
+    is_system_path,
+    long_flags,
+    norm_path,
+    operands,
+    option_value,
+    short_flags,
+)
+
+__all__ = ["PRIVILEGED", "RULES", "WRAPPERS", "Wrapper", "skip_wrapper", "write_target"]
+
+_SIMPLE_DANGERS = {
+    **dict.fromkeys(("shred", "wipefs", "blkdiscard"), "data wipe"),
+    **dict.fromkeys(("mkfs", "mkswap", "format"), "filesystem format"),
+    **dict.fromkeys(
+        ("fdisk", "sfdisk", "cfdisk", "gdisk", "sgdisk", "parted", "diskpart"), "disk partitioning"
+    ),
+    "truncate": "file truncation",
+    **dict.fromkeys(("killall", "pkill", "killall5"), "mass process kill"),
+    **dict.fromkeys(("shutdown", "reboot", "halt", "poweroff"), "system power action"),
+}
+_SYSTEM_CHANGES = frozenset(
+    {"mount", "umount", "iptables", "ip6tables", "nft", "ufw", "useradd", "userdel", "usermod"}
+    | {"groupadd", "groupdel", "passwd", "chpasswd", "visudo", "sysctl", "modprobe", "insmod"}
+    | {"rmmod", "launchctl", "update-alternatives", "ldconfig", "setx", "reg", "chsh", "swapoff"}
+)
+
+
+def write_target(ctx: Context, target: str, display: str) -> None:
+    """Classify a file a command writes (redirection, tee)."""
+    path = norm_path(target)
+    if path in ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty") or path.startswith(
+        "/dev/fd/"
+    ):
+        return
+    if path.startswith(("/dev/tcp/", "/dev/udp/")):
+        ctx.flag("dangerous", f"network connection through /dev/tcp: {display}")
+    elif path.startswith("/dev/"):
+        ctx.flag("dangerous", f"overwrites a device: {display}")
+    elif is_system_path(target, ctx.system_dirs):
+        ctx.flag("dangerous", f"overwrites a system path: {display}")
+    else:
+        ctx.flag("risky", f"writes a file: {display}")
+
+
+def _rm(ctx: Context, inv: Invocation, depth: int) -> None:
+    flags, longs = set(short_flags(inv.args)), long_flags(inv.args)
+    critical = [t for t in operands(inv.args) if is_critical(t, ctx.system_dirs)]
+    if "--no-preserve-root" in longs:
+        ctx.flag("dangerous", f"delete without root protection: {inv.display}")
+    if critical:
+        ctx.flag("dangerous", f"delete of a critical path ({critical[0]}): {inv.display}")
+    if flags & {"r", "R"} or "--recursive" in longs:
+        ctx.flag("dangerous", f"recursive delete: {inv.display}")
+    elif "f" in flags or "--force" in longs:
+        ctx.flag("dangerous", f"forced delete: {inv.display}")
+    else:  # a plain `rm file.txt` is undoable only from VCS: a human should see it
+        ctx.flag("risky", f"file deletion: {inv.display}")
+
+
+def _rmdir(ctx: Context, inv: Invocation, depth: int) -> None:
+    windows_recursive = {a.lower() for a in inv.args} & {"/s", "/q"}
+    critical = any(is_critical(t, ctx.system_dirs) for t in operands(inv.args))
+    if windows_recursive or critical or "p" in short_flags(inv.args):
+        ctx.flag("dangerous", f"directory tree removal: {inv.display}")
+    else:  # rmdir only removes empty directories
+        ctx.flag("risky", f"directory removal: {inv.display}")
+
+
+def _windows_del(ctx: Context, inv: Invocation, depth: int) -> None:
+    forced = {a.lower() for a in inv.args} & {"/s", "/q", "/f", "-recurse", "-force", "-r"}
+    ctx.flag("dangerous" if forced else "risky", f"file deletion: {inv.display}")
+
+
+def _dd(ctx: Context, inv: Invocation, depth: int) -> None:
+    if any(a.startswith("of=") for a in inv.args):
+        ctx.flag("dangerous", f"raw write with dd: {inv.display}")
+    else:
+        ctx.flag("risky", f"raw data copy with dd: {inv.display}")
+
+
+def _permissions(ctx: Context, inv: Invocation, depth: int) -> None:
+    if "R" in short_flags(inv.args) or "--recursive" in long_flags(inv.args):
+        ctx.flag("dangerous", f"recursive permission change: {inv.display}")
+    paths = operands(inv.args)[1:]  # the first operand is the mode or the owner
+    if any(is_critical(p, ctx.system_dirs) for p in paths):
+        ctx.flag("dangerous", f"permission change on a system path: {inv.display}")
+    elif inv.key != "chmod":
+        ctx.flag("risky", f"ownership change: {inv.display}")
+
+
+def _copy_move(ctx: Context, inv: Invocation, depth: int) -> None:
+    target_opts = frozenset({"-t", "--target-directory"})
+    ops = operands(inv.args, target_opts | {"-S", "--suffix"})
+    target = option_value(inv.args, target_opts)
+    dest = target if target is not None else (ops[-1] if len(ops) > 1 else None)
+    sources = ops if target is not None else ops[:-1]
+    if inv.key == "mv" and dest is not None and norm_path(dest) == "/dev/null":
+        ctx.flag("dangerous", f"move to /dev/null destroys data: {inv.display}")
+    elif dest is not None and is_system_path(dest, ctx.system_dirs):
+        ctx.flag("dangerous", f"writes into a system path: {inv.display}")
+    if inv.key in ("mv", "rsync") and any(is_critical(s, ctx.system_dirs) for s in sources):
+        ctx.flag("dangerous", f"moves a critical path: {inv.display}")
+    if inv.key == "rsync" and any(f.startswith("--delete") for f in long_flags(inv.args)):
+        ctx.flag("dangerous", f"rsync deletes files: {inv.display}")
+
+
+def _tee(ctx: Context, inv: Invocation, depth: int) -> None:
+    for path in operands(inv.args):
+        write_target(ctx, path, inv.display)
+
+
+def _kill(ctx: Context, inv: Invocation, depth: int) -> None:
+    args = list(inv.args)
+    if args[:1] in (["-s"], ["-n"]):
+        args = args[2:]
+    elif args and args[0].startswith("-") and args[0] != "--":
+        args = args[1:]  # the signal
+    targets = args[1:] if args[:1] == ["--"] else args
+    if {"-1", "1"} & set(targets):
+        ctx.flag("dangerous", f"kills every process: {inv.display}")
+    else:
+        ctx.flag("risky", f"terminates processes: {inv.display}")
+
+
+def _init(ctx: Context, inv: Invocation, depth: int) -> None:
+    if set(inv.args) & {"0", "6", "1", "s", "S"}:
+        ctx.flag("dangerous", f"system power action: {inv.display}")
+
+
+def _systemctl(ctx: Context, inv: Invocation, depth: int) -> None:
+    ops = operands(inv.args, frozenset({"-H", "--host", "-M", "--machine", "-t", "--type"}))
+    sub = ops[0] if ops else "list-units"
+    if sub in ("poweroff", "reboot", "halt", "kexec", "suspend", "hibernate", "rescue"):
+        ctx.flag("dangerous", f"system power action: {inv.display}")
+    elif not (sub.startswith(("list", "is-", "show")) or sub in ("status", "cat", "help")):
+        ctx.flag("risky", f"service change: {inv.display}")
+
+
+def _sed(ctx: Context, inv: Invocation, depth: int) -> None:
+    if "--in-place" in long_flags(inv.args) or any(re.match(r"-[^-]*i", a) for a in inv.args):
+        ctx.flag("risky", f"in-place file edit: {inv.display}")
+
+
+def _find(ctx: Context, inv: Invocation, depth: int) -> None:
+    args = inv.args
+    if "-delete" in args:
+        ctx.flag("dangerous", f"find -delete removes files: {inv.display}")
+    for i, arg in enumerate(args):
+        if arg in ("-exec", "-execdir", "-ok", "-okdir"):
+            end = next((j for j in range(i + 1, len(args)) if args[j] in (";", "+")), len(args))
+            ctx.argv(args[i + 1 : end], depth + 1)
+
+
+def _crontab(ctx: Context, inv: Invocation, depth: int) -> None:
+    dangerous = "r" in short_flags(inv.args)
+    ctx.flag("dangerous" if dangerous else "risky", f"scheduled job change: {inv.display}")
+
+
+def _simple_danger(ctx: Context, inv: Invocation, depth: int) -> None:
+    ctx.flag("dangerous", f"{_SIMPLE_DANGERS[inv.key]}: {inv.display}")
+
+
+def _system_change(ctx: Context, inv: Invocation, depth: int) -> None:
+    ctx.flag("risky", f"system configuration change: {inv.display}")
+
+
+def _build_rules() -> dict[str, Rule]:
+    rules: dict[str, Rule] = {
+        **CODE_RULES,
+        "rm": _rm,
+        "rmdir": _rmdir,
+        "rd": _rmdir,
+        "del": _windows_del,
+        "erase": _windows_del,
+        "remove-item": _windows_del,
+        "dd": _dd,
+        "tee": _tee,
+        "kill": _kill,
+        "init": _init,
+        "telinit": _init,
+        "systemctl": _systemctl,
+        "sed": _sed,
+        "find": _find,
+        "crontab": _crontab,
+        "git": git_rule,
+    }
+    groups: list[tuple[Rule, frozenset[str] | dict[str, str]]] = [
+        (_permissions, frozenset({"chmod", "chown", "chgrp"})),
+        (_copy_move, frozenset({"mv", "cp", "install", "ln", "rsync"})),
+        (_simple_danger, _SIMPLE_DANGERS),
+        (_system_change, _SYSTEM_CHANGES),
+    ]
+    for rule, names in groups:
+        rules.update(dict.fromkeys(names, rule))
+    return rules
+
+
+RULES: dict[str, Rule] = _build_rules()
+
+
+@dataclass(frozen=True)
+class Wrapper:
+    """How to find the command a wrapper (``nice -n 5 cmd``) runs."""
+
+    arg_opts: frozenset[str] = frozenset()
+    positional: int = 0  # words after the options that precede the command (timeout 5)
+
+
+WRAPPERS: dict[str, Wrapper] = {
+    **dict.fromkeys(("nohup", "builtin", "command", "unbuffer", "busybox", "setsid"), Wrapper()),
+    "env": Wrapper(frozenset({"-u", "--unset", "-C", "--chdir"})),
+    "time": Wrapper(frozenset({"-f", "--format", "-o", "--output"})),
+    "nice": Wrapper(frozenset({"-n", "--adjustment"})),
+    "ionice": Wrapper(frozenset({"-c", "--class", "-n", "--classdata"})),
+    "timeout": Wrapper(frozenset({"-s", "--signal", "-k", "--kill-after"}), positional=1),
+    "exec": Wrapper(frozenset({"-a"})),
+    "xargs": Wrapper(frozenset({"-I", "-n", "-P", "-d", "-E", "-L", "-s", "-a", "--arg-file"})),
+    "stdbuf": Wrapper(frozenset({"-i", "-o", "-e"})),
+    "watch": Wrapper(frozenset({"-n", "--interval"})),
+    "chroot": Wrapper(positional=1),
+    "taskset": Wrapper(positional=1),
+    **dict.fromkeys(("strace", "ltrace"), Wrapper(frozenset({"-o", "-e", "-p", "-s", "-u"}))),
+}
+# Privilege escalation is dangerous in itself; the wrapped command is analysed as well.
+PRIVILEGED: dict[str, Wrapper] = {
+    "sudo": Wrapper(
+        frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T", "--user"})
+        | {"--group", "--chdir", "--prompt", "--host", "--role", "--type", "--other-user"}
+    ),
+    "doas": Wrapper(frozenset({"-u", "-C"})),
+    "pkexec": Wrapper(frozenset({"--user"})),
+    "run0": Wrapper(frozenset({"-u", "--user", "-D", "--chdir"})),
+    "su": Wrapper(frozenset({"-s", "--shell", "-g", "--group"})),
+}
+
+
+def skip_wrapper(words: list[str], spec: Wrapper) -> list[str]:
+    """The words of the wrapped command (options and fixed operands skipped)."""
+    i = 0
+    while i < len(words) and words[i].startswith("-") and words[i] != "-":
+        if words[i] == "--":
+            i += 1
+            break
+        i += 2 if words[i] in spec.arg_opts else 1
+    return words[i + spec.positional :]

@@ -1,0 +1,202 @@
+"""Human-in-the-loop approval policy over tool calls proposed by the LLM (pure functions).
+
+``evaluate`` decides whether a human must approve a tool call before it reaches the IDE.
+The policy is data (``ApprovalPolicy``, one per agent template); the model's own opinion
+of the call (``model_says_safe``) is accepted for logging symmetry but never lowers risk.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Literal
+
+from services.hitl.command_options import DEFAULT_SYSTEM_DIRS, is_system_path
+from services.hitl.command_risk import analyse_command
+
+__all__ = [
+    "COMMAND_TOOLS",
+    "DEFAULT_POLICY",
+    "DIRECTORY_TOOLS",
+    "FILE_MODIFICATION_TOOLS",
+    "ApprovalDecision",
+    "ApprovalPolicy",
+    "Risk",
+    "evaluate",
+    "normalise_workspace_path",
+]
+
+Risk = Literal["low", "medium", "high"]
+
+FILE_MODIFICATION_TOOLS = frozenset({"write_file", "apply_patch", "apply_patch_review"})
+COMMAND_TOOLS = frozenset({"execute_command", "run_command"})
+DIRECTORY_TOOLS = frozenset({"create_directory"})
+_READ_ONLY_TOOLS = frozenset(
+    {"read_file", "list_files", "search_in_code", "search_in_project", "git.diff"}
+    | {"attempt_completion", "ask_followup_question", "prompt_user", "create_plan", "echo"}
+    | {"calculator"}
+)
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+@dataclass(frozen=True)
+class ApprovalDecision:
+    """Outcome of ``evaluate``: whether a human must approve, why, and how risky it is."""
+
+    requires_approval: bool
+    reason: str | None
+    risk: Risk
+
+
+@dataclass(frozen=True)
+class ApprovalPolicy:
+    """Per-agent-template approval rules (data, not code).
+
+    ``never_approve`` waives approval for a tool but never for a high-risk finding (a
+    dangerous command, a deny-list match, a system directory); an allow-listed command
+    likewise still needs approval when the analyser calls it dangerous.
+    """
+
+    always_approve: frozenset[str] = FILE_MODIFICATION_TOOLS
+    never_approve: frozenset[str] = _READ_ONLY_TOOLS
+    command_allow: tuple[str, ...] = ()
+    command_deny: tuple[str, ...] = ()
+    workspace_root: str = "."
+    system_dirs: tuple[str, ...] = DEFAULT_SYSTEM_DIRS
+
+
+DEFAULT_POLICY = ApprovalPolicy()
+
+
+def normalise_workspace_path(path: str) -> str | None:
+    """Normalise a workspace-relative path to ``a/b/c`` form, or ``None`` if it is unsafe.
+
+    Unsafe: empty, contains NUL, absolute (``/x``, ``\\x``, ``C:\\x``, ``C:x``, UNC), starts
+    with ``~`` (a shell would expand it to the home directory), or climbs above the
+    workspace with ``..``. Backslashes count as separators because the IDE may run on
+    Windows; for the same reason segments made only of dots and spaces other than ``.``
+    and ``..`` are refused (Windows strips trailing dots/spaces, so ``.. `` means ``..``).
+    The workspace root itself is ``"."``.
+    """
+    if not path or "\x00" in path:
+        return None
+    unified = path.replace("\\", "/")
+    if unified.startswith(("/", "~")) or _DRIVE.match(unified):
+        return None
+    parts: list[str] = []
+    for segment in unified.split("/"):
+        if segment in ("", "."):
+            continue
+        if segment == "..":
+            if not parts:
+                return None
+            parts.pop()
+        elif not segment.strip(". "):
+            return None
+        else:
+            parts.append(segment)
+    return "/".join(parts) or "."
+
+
+def _workspace_relative(path: str, root: str) -> str | None:
+    """Like ``normalise_workspace_path`` but accepts absolute paths inside an absolute root."""
+    unified, root_unified = path.replace("\\", "/"), root.replace("\\", "/")
+    absolute_root = root_unified.startswith("/") or bool(_DRIVE.match(root_unified))
+    if absolute_root and (unified.startswith("/") or _DRIVE.match(unified)):
+        if "\x00" in unified:
+            return None
+        resolved, base = posixpath.normpath(unified), posixpath.normpath(root_unified)
+        if _DRIVE.match(base):  # drive letters are case-insensitive
+            resolved, base = resolved.lower(), base.lower()
+        if resolved == base:
+            return "."
+        if not resolved.startswith(base.rstrip("/") + "/"):
+            return None
+        unified = resolved[len(base.rstrip("/")) + 1 :]
+    return normalise_workspace_path(unified)
+
+
+def _approve(reason: str, risk: Risk) -> ApprovalDecision:
+    return ApprovalDecision(requires_approval=True, reason=reason, risk=risk)
+
+
+_NO_APPROVAL = ApprovalDecision(requires_approval=False, reason=None, risk="low")
+
+
+def _command_text(arguments: Mapping[str, object]) -> str | None:
+    raw = arguments.get("command", arguments.get("cmd"))
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, list | tuple) and all(isinstance(part, str) for part in raw):
+        return shlex.join(str(part) for part in raw)
+    return None
+
+
+def _command_decision(arguments: Mapping[str, object], policy: ApprovalPolicy) -> ApprovalDecision:
+    command = _command_text(arguments)
+    if command is None:
+        return _approve("Command argument is missing or not a string", "high")
+    risk = analyse_command(command, system_dirs=policy.system_dirs)
+    # Patterns are matched against the whole line and each simple command in it, so a deny
+    # pattern cannot be dodged by prefixing a harmless command (`ls; rm -rf x`).
+    candidates = [" ".join(command.split()), *risk.commands]
+    denied = next((p for p in policy.command_deny for c in candidates if fnmatchcase(c, p)), None)
+    if denied is not None:
+        return _approve(f"Command matches deny list ({denied})", "high")
+    if risk.dangerous:
+        return _approve("Dangerous command: " + "; ".join(risk.reasons), "high")
+    # Every simple command must be allow-listed: `pytest *` must not wave `pytest; pip i x`.
+    allowed = bool(risk.commands) and all(
+        any(fnmatchcase(c, p) for p in policy.command_allow) for c in risk.commands
+    )
+    if risk.safe or allowed:
+        return _NO_APPROVAL
+    return _approve("Command needs review: " + "; ".join(risk.reasons), "medium")
+
+
+def _directory_decision(
+    arguments: Mapping[str, object], policy: ApprovalPolicy
+) -> ApprovalDecision:
+    path = arguments.get("path", arguments.get("directory"))
+    if not isinstance(path, str) or not path:
+        return _approve("Directory path is missing or not a string", "medium")
+    if is_system_path(path, policy.system_dirs):
+        return _approve(f"Directory is in a system location: {path}", "high")
+    if _workspace_relative(path, policy.workspace_root) is None:
+        return _approve(f"Directory is outside the workspace: {path}", "medium")
+    return _NO_APPROVAL
+
+
+def evaluate(
+    tool_name: str,
+    arguments: Mapping[str, object],
+    policy: ApprovalPolicy = DEFAULT_POLICY,
+    *,
+    model_says_safe: bool | None = None,
+) -> ApprovalDecision:
+    """Decide whether ``tool_name(arguments)`` needs human approval.
+
+    ``model_says_safe`` is deliberately ignored: a model that was talked into a dangerous
+    call would also call it safe, so its opinion can never remove an approval.
+    """
+    del model_says_safe
+    if tool_name in policy.always_approve:
+        if tool_name in FILE_MODIFICATION_TOOLS:
+            return _approve("File modification requires approval", "medium")
+        return _approve(f"Tool {tool_name} always requires approval", "medium")
+    if tool_name in COMMAND_TOOLS:
+        decision = _command_decision(arguments, policy)
+    elif tool_name in DIRECTORY_TOOLS:
+        decision = _directory_decision(arguments, policy)
+    elif tool_name in FILE_MODIFICATION_TOOLS:
+        decision = _approve("File modification requires approval", "medium")
+    elif tool_name in policy.never_approve:
+        return _NO_APPROVAL
+    else:
+        decision = _approve("Unknown tool requires approval", "medium")
+    waived = tool_name in policy.never_approve and decision.risk != "high"
+    return _NO_APPROVAL if waived else decision

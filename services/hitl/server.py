@@ -1,0 +1,30 @@
+"""Builds the hitl server; ``serve()`` runs it as a process."""
+
+from __future__ import annotations
+
+from codelab.v1 import hitl_pb2_grpc as pb_grpc
+from services.common import db
+from services.common.runner import run_service
+from services.common.server import MeshServer, ServiceDeps, create_server
+from services.common.settings import Settings
+from services.hitl.servicer import SERVICE_NAME, HitlServicer
+
+
+async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshServer, int]:
+    """The hitl server; it answers only while its database does."""
+    servicer = HitlServicer()
+
+    async def database_answers() -> bool:
+        return await db.ping(pool)
+
+    deps = ServiceDeps(
+        name="hitl",
+        full_names=(SERVICE_NAME,),
+        register=lambda server: pb_grpc.add_HitlServicer_to_server(servicer, server),
+        probes=(database_answers,),
+    )
+    return create_server(settings, deps, address)
+
+
+async def serve(settings: Settings) -> None:
+    await run_service("hitl", settings, settings.hitl_addr, build, ())

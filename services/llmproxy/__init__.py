@@ -1,0 +1,1 @@
+"""llmproxy: upstream OpenAI-compatible models behind one gRPC door."""

@@ -1,0 +1,4 @@
+from services.common.runner import main
+from services.llmproxy.server import serve
+
+main(serve)

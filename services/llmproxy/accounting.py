@@ -1,0 +1,60 @@
+"""Completions with usage accounting: every call, success or failure, is recorded."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+
+from services.common.errors import ServiceError
+from services.llmproxy.store import RequestRecord, UsageStore
+from services.llmproxy.upstream import Chunk, CompletionRequest, Finished, Upstream
+
+log = logging.getLogger(__name__)
+
+
+class AccountedUpstream:
+    """An Upstream whose calls land in the usage store."""
+
+    def __init__(self, upstream: Upstream, store: UsageStore) -> None:
+        self.upstream = upstream
+        self.store = store
+
+    async def complete(
+        self, session_id: str, purpose: str, request: CompletionRequest
+    ) -> AsyncIterator[Chunk]:
+        started = time.perf_counter()
+        finished: Finished | None = None
+        error_code: str | None = "CANCELLED"
+        try:
+            async for chunk in self.upstream.complete(request):
+                if isinstance(chunk, Finished):
+                    finished = chunk
+                yield chunk
+            error_code = None
+        except ServiceError as error:
+            error_code = error.code
+            raise
+        finally:
+            record = RequestRecord(
+                session_id=session_id,
+                purpose=purpose,
+                model=finished.model
+                if finished
+                else (request.model or self.upstream.default_model),
+                duration_ms=(time.perf_counter() - started) * 1000,
+                success=error_code is None,
+                error_code=error_code,
+                prompt_tokens=finished.prompt_tokens if finished else 0,
+                completion_tokens=finished.completion_tokens if finished else 0,
+                with_tools=bool(request.tools),
+            )
+            # Shielded: a caller that hangs up mid-stream still costs tokens.
+            await asyncio.shield(self._record(record))
+
+    async def _record(self, record: RequestRecord) -> None:
+        try:
+            await self.store.record(record)
+        except ServiceError as error:
+            log.error("usage not recorded", extra={"fields": {"err": error.message}})

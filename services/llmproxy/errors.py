@@ -1,0 +1,33 @@
+"""llmproxy's failures, each with the spec's error code."""
+
+from __future__ import annotations
+
+from services.common.errors import ErrorKind, ServiceError
+
+
+class LlmError(ServiceError):
+    """The upstream model failed (after retries where retrying made sense)."""
+
+    code = "LLM_ERROR"
+    kind = ErrorKind.INTERNAL
+
+
+class LlmTimeout(LlmError):
+    """The upstream did not answer within the per-call timeout."""
+
+    code = "LLM_TIMEOUT"
+    kind = ErrorKind.TIMEOUT
+
+
+class LlmUnavailable(LlmError):
+    """The upstream cannot be reached or keeps refusing (429/5xx after retries)."""
+
+    code = "LLM_PROXY_UNAVAILABLE"
+    kind = ErrorKind.UNAVAILABLE
+
+
+class LlmStreamInterrupted(LlmError):
+    """The stream broke after tokens had already been sent."""
+
+    code = "LLM_STREAM_INTERRUPTED"
+    kind = ErrorKind.ABORTED

@@ -1,0 +1,124 @@
+"""LlmProxy gRPC servicer: proto <-> domain, nothing else."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from grpc import aio
+
+from codelab.v1 import llmproxy_pb2 as pb
+from codelab.v1 import llmproxy_pb2_grpc as pb_grpc
+from services.common.errors import InvalidInput
+from services.llmproxy.accounting import AccountedUpstream
+from services.llmproxy.store import UsageStore
+from services.llmproxy.upstream import CompletionRequest, Finished, TextDelta, ToolCallOut
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["LlmProxy"].full_name
+
+
+def message_to_openai(message: pb.ChatMessage) -> dict[str, Any]:
+    """A ChatMessage in the OpenAI wire shape."""
+    out: dict[str, Any] = {"role": message.role}
+    out["content"] = message.content if message.HasField("content") else None
+    if message.HasField("name"):
+        out["name"] = message.name
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments_json},
+            }
+            for call in message.tool_calls
+        ]
+    if message.HasField("tool_call_id"):
+        out["tool_call_id"] = message.tool_call_id
+    return out
+
+
+def tool_to_openai(tool: pb.ToolDefinition) -> dict[str, Any]:
+    try:
+        parameters = json.loads(tool.parameters_json or "{}")
+    except json.JSONDecodeError as error:
+        raise InvalidInput(f"tool {tool.name}: parameters_json is not JSON: {error}") from error
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": parameters},
+    }
+
+
+def request_from_proto(request: pb.CompleteRequest) -> CompletionRequest:
+    if not request.messages:
+        raise InvalidInput("messages must not be empty")
+    return CompletionRequest(
+        messages=[message_to_openai(m) for m in request.messages],
+        tools=[tool_to_openai(t) for t in request.tools],
+        model=request.model,
+        temperature=request.temperature if request.HasField("temperature") else None,
+        max_tokens=request.max_tokens if request.HasField("max_tokens") else None,
+        timeout=request.timeout_seconds,
+    )
+
+
+class LlmProxyServicer(pb_grpc.LlmProxyServicer):
+    """Streams completions and answers usage and embedding queries."""
+
+    def __init__(self, upstream: AccountedUpstream, store: UsageStore, embed_model: str) -> None:
+        self.upstream = upstream
+        self.store = store
+        self.embed_model = embed_model
+
+    async def Complete(
+        self, request: pb.CompleteRequest, context: aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[pb.CompleteChunk]:
+        domain = request_from_proto(request)
+        async for chunk in self.upstream.complete(request.session_id, request.purpose, domain):
+            if isinstance(chunk, TextDelta):
+                yield pb.CompleteChunk(text_delta=chunk.text)
+            elif isinstance(chunk, ToolCallOut):
+                yield pb.CompleteChunk(
+                    tool_call=pb.LlmToolCall(
+                        id=chunk.id, name=chunk.name, arguments_json=chunk.arguments_json
+                    )
+                )
+            elif isinstance(chunk, Finished):
+                yield pb.CompleteChunk(
+                    finish=pb.Finish(
+                        finish_reason=chunk.finish_reason,
+                        model=chunk.model,
+                        usage=pb.Usage(
+                            prompt_tokens=chunk.prompt_tokens,
+                            completion_tokens=chunk.completion_tokens,
+                            total_tokens=chunk.prompt_tokens + chunk.completion_tokens,
+                        ),
+                    )
+                )
+
+    async def Embed(
+        self, request: pb.EmbedRequest, context: aio.ServicerContext[Any, Any]
+    ) -> pb.EmbedResponse:
+        if not request.inputs:
+            raise InvalidInput("inputs must not be empty")
+        model = request.model or self.embed_model
+        vectors = await self.upstream.upstream.embed(list(request.inputs), model)
+        return pb.EmbedResponse(model=model, embeddings=[pb.Embedding(values=v) for v in vectors])
+
+    async def GetUsage(
+        self, request: pb.GetUsageRequest, context: aio.ServicerContext[Any, Any]
+    ) -> pb.SessionUsage:
+        if not request.session_id:
+            raise InvalidInput("session_id is required")
+        usage = await self.store.usage(request.session_id)
+        return pb.SessionUsage(
+            session_id=request.session_id,
+            total_requests=usage.total_requests,
+            successful_requests=usage.successful_requests,
+            failed_requests=usage.failed_requests,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            total_tokens=usage.total_tokens,
+            average_duration_ms=usage.average_duration_ms,
+            requests_with_tools=usage.requests_with_tools,
+        )

@@ -1,0 +1,16 @@
+-- name: record_request
+insert into llmproxy.llm_requests
+    (session_id, purpose, model, duration_ms, success, error_code,
+     prompt_tokens, completion_tokens, with_tools)
+values ($1, $2, $3, $4, $5, $6, $7, $8, $9);
+
+-- name: session_usage
+select count(*)::int as total_requests,
+       count(*) filter (where success)::int as successful_requests,
+       count(*) filter (where not success)::int as failed_requests,
+       coalesce(sum(prompt_tokens), 0)::int as prompt_tokens,
+       coalesce(sum(completion_tokens), 0)::int as completion_tokens,
+       coalesce(avg(duration_ms), 0)::float8 as average_duration_ms,
+       count(*) filter (where with_tools)::int as requests_with_tools
+from llmproxy.llm_requests
+where session_id = $1;

@@ -1,0 +1,79 @@
+"""Usage accounting in Postgres (schema ``llmproxy``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+
+from services.common.db import Pool
+from services.common.errors import DatabaseError
+from services.common.sql import load_queries
+
+SQL_DIR = Path(__file__).parent / "sql"
+QUERIES = load_queries(SQL_DIR / "queries.sql")
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """What one upstream call cost."""
+
+    session_id: str
+    purpose: str
+    model: str
+    duration_ms: float
+    success: bool
+    error_code: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    with_tools: bool
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Totals for one session."""
+
+    total_requests: int
+    successful_requests: int
+    failed_requests: int
+    prompt_tokens: int
+    completion_tokens: int
+    average_duration_ms: float
+    requests_with_tools: int
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class UsageStore:
+    """Writes and sums llm_requests rows."""
+
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
+
+    async def record(self, r: RequestRecord) -> None:
+        try:
+            await self.pool.execute(
+                QUERIES["record_request"],
+                r.session_id,
+                r.purpose,
+                r.model,
+                r.duration_ms,
+                r.success,
+                r.error_code,
+                r.prompt_tokens,
+                r.completion_tokens,
+                r.with_tools,
+            )
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+            raise DatabaseError(f"cannot record usage: {error}", code="DB_WRITE_ERROR") from error
+
+    async def usage(self, session_id: str) -> Usage:
+        try:
+            row = await self.pool.fetchrow(QUERIES["session_usage"], session_id)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+            raise DatabaseError(f"cannot read usage: {error}", code="DB_READ_ERROR") from error
+        assert row is not None  # an aggregate always returns a row
+        return Usage(**dict(row))

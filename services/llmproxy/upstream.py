@@ -1,0 +1,227 @@
+"""Streaming chat completions from an OpenAI-compatible upstream via the ``openai`` SDK.
+
+Retries happen only before the first chunk reaches the caller: after that, a retry
+would repeat tokens the IDE already showed. 408/409/429/5xx and connection errors
+are retryable; other 4xx are not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import openai
+from openai import AsyncOpenAI
+
+from services.llmproxy.errors import LlmError, LlmStreamInterrupted, LlmTimeout, LlmUnavailable
+
+log = logging.getLogger(__name__)
+
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+REACHABILITY_TTL = 10.0
+
+
+@dataclass(frozen=True)
+class CompletionRequest:
+    """One chat completion, in OpenAI's message and tool shapes."""
+
+    messages: Sequence[dict[str, Any]]
+    tools: Sequence[dict[str, Any]] = ()
+    model: str = ""
+    temperature: float | None = None
+    max_tokens: int | None = None
+    timeout: float = 0.0
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A piece of the answer's text."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallOut:
+    """A whole tool call, assembled from its deltas."""
+
+    id: str
+    name: str
+    arguments_json: str
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The end of a completion."""
+
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    model: str
+
+
+Chunk = TextDelta | ToolCallOut | Finished
+
+
+@dataclass
+class _PartialCall:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+def is_retryable(error: Exception) -> bool:
+    """408/409/429/5xx and refused connections; a timeout is not retried (the caller's
+    per-call budget is already spent)."""
+    if isinstance(error, openai.APITimeoutError):
+        return False
+    if isinstance(error, openai.APIStatusError):
+        return error.status_code in RETRYABLE_STATUS or error.status_code >= 500
+    return isinstance(error, openai.APIConnectionError)
+
+
+def classify(error: Exception, *, started: bool, timeout: float) -> LlmError:
+    """Map an SDK/transport error to the spec's codes."""
+    if started:
+        return LlmStreamInterrupted(f"upstream stream interrupted: {error}")
+    if isinstance(error, openai.APITimeoutError | httpx.TimeoutException | TimeoutError):
+        return LlmTimeout(f"LLM request timed out after {timeout:g} seconds", timeout=timeout)
+    if isinstance(error, openai.APIStatusError):
+        message = f"upstream answered {error.status_code}: {error.message}"
+        if is_retryable(error):
+            return LlmUnavailable(message, status=error.status_code)
+        return LlmError(message, status=error.status_code)
+    if isinstance(error, openai.APIConnectionError | httpx.TransportError):
+        return LlmUnavailable(f"upstream unreachable: {error}")
+    return LlmError(f"upstream failed: {error}")
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough count for upstreams that do not report usage."""
+    return max(1, len(text) // 4) if text else 0
+
+
+class Upstream:
+    """One upstream: the SDK client, its default model, timeout and retry budget."""
+
+    def __init__(
+        self,
+        client: AsyncOpenAI,
+        *,
+        default_model: str,
+        timeout: float,
+        max_retries: int,
+        backoff: float = 0.25,
+    ) -> None:
+        self.client = client
+        self.default_model = default_model
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self._reachable_at: tuple[float, bool] | None = None
+
+    async def complete(self, request: CompletionRequest) -> AsyncIterator[Chunk]:
+        """Stream one completion; raise an LlmError subclass on failure."""
+        timeout = request.timeout or self.timeout
+        attempt = 0
+        while True:
+            started = False
+            try:
+                async for chunk in self._stream_once(request, timeout):
+                    started = True
+                    yield chunk
+                return
+            except (openai.OpenAIError, httpx.HTTPError, TimeoutError) as error:
+                if started or attempt >= self.max_retries or not is_retryable(error):
+                    raise classify(error, started=started, timeout=timeout) from error
+                attempt += 1
+                delay = self.backoff * 2 ** (attempt - 1) * (1 + random.random() / 2)
+                log.warning(
+                    "retrying upstream call",
+                    extra={"fields": {"attempt": attempt, "delay": delay, "err": str(error)}},
+                )
+                await asyncio.sleep(delay)
+
+    async def _stream_once(
+        self, request: CompletionRequest, seconds: float
+    ) -> AsyncIterator[Chunk]:
+        kwargs: dict[str, Any] = {
+            "model": request.model or self.default_model,
+            "messages": list(request.messages),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "timeout": seconds,
+        }
+        if request.tools:
+            kwargs["tools"] = list(request.tools)
+        if request.temperature is not None:
+            kwargs["temperature"] = request.temperature
+        if request.max_tokens is not None:
+            kwargs["max_tokens"] = request.max_tokens
+        stream = await self.client.chat.completions.create(**kwargs)
+        calls: dict[int, _PartialCall] = {}
+        finish_reason = ""
+        usage: Any = None
+        model = kwargs["model"]
+        text_parts: list[str] = []
+        async with stream:
+            async for chunk in stream:
+                model = chunk.model or model
+                usage = chunk.usage or usage
+                for choice in chunk.choices:
+                    delta = choice.delta
+                    if delta.content:
+                        text_parts.append(delta.content)
+                        yield TextDelta(delta.content)
+                    for part in delta.tool_calls or ():
+                        call = calls.setdefault(part.index, _PartialCall())
+                        call.id = part.id or call.id
+                        if part.function is not None:
+                            call.name = part.function.name or call.name
+                            call.arguments.append(part.function.arguments or "")
+                    finish_reason = choice.finish_reason or finish_reason
+        if not finish_reason:
+            raise LlmStreamInterrupted("upstream stream ended without a finish reason")
+        for index in sorted(calls):
+            call = calls[index]
+            yield ToolCallOut(call.id or f"call_{index}", call.name, "".join(call.arguments))
+        prompt = usage.prompt_tokens if usage else estimate_tokens(str(request.messages))
+        completion = usage.completion_tokens if usage else estimate_tokens("".join(text_parts))
+        yield Finished(finish_reason, prompt, completion, model)
+
+    async def embed(self, inputs: Sequence[str], model: str) -> list[list[float]]:
+        """Embeddings for ``inputs`` in order."""
+        try:
+            response = await self.client.embeddings.create(
+                model=model, input=list(inputs), encoding_format="float", timeout=self.timeout
+            )
+        except (openai.OpenAIError, httpx.HTTPError) as error:
+            raise classify(error, started=False, timeout=self.timeout) from error
+        return [list(item.embedding) for item in sorted(response.data, key=lambda d: d.index)]
+
+    async def reachable(self) -> bool:
+        """True when the upstream answers HTTP at all (any status).
+
+        Asked at most every ``REACHABILITY_TTL`` seconds: readiness probes run every
+        second and a paid upstream must not see a models call that often.
+        """
+        now = time.monotonic()
+        if self._reachable_at is not None:
+            checked, answer = self._reachable_at
+            # A failure is re-checked soon so health comes back quickly with the upstream.
+            if now - checked < (REACHABILITY_TTL if answer else 1.0):
+                return answer
+        try:
+            await self.client.models.list(timeout=2.0)
+            answer = True
+        except openai.APIStatusError:
+            answer = True
+        except (openai.OpenAIError, httpx.HTTPError):
+            answer = False
+        self._reachable_at = (now, answer)
+        return answer

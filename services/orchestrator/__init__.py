@@ -1,0 +1,1 @@
+"""orchestrator: sessions, agents, the agent loop and the IDE Stream."""

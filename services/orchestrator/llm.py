@@ -1,0 +1,131 @@
+"""The orchestrator's side of llmproxy: completions as plain Python values.
+
+This module is the transport edge towards llmproxy (it imports grpc so that the
+agent loop does not); gRPC failures become ``LlmFailure`` with the spec's code.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from codelab.v1 import llmproxy_pb2 as pb
+from codelab.v1 import llmproxy_pb2_grpc as pb_grpc
+from services.common.channels import error_code
+from services.common.errors import ErrorKind, ServiceError
+from services.orchestrator.store import StoredMessage
+
+_CODE_BY_STATUS = {
+    grpc.StatusCode.UNAVAILABLE: "LLM_PROXY_UNAVAILABLE",
+    grpc.StatusCode.DEADLINE_EXCEEDED: "LLM_TIMEOUT",
+    grpc.StatusCode.ABORTED: "LLM_STREAM_INTERRUPTED",
+}
+
+
+class LlmFailure(ServiceError):
+    """The model could not answer; ``code`` says why (LLM_TIMEOUT, LLM_ERROR, ...)."""
+
+    code = "LLM_ERROR"
+    kind = ErrorKind.UNAVAILABLE
+
+
+@dataclass(frozen=True)
+class TextPiece:
+    """Streamed answer text."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ModelToolCall:
+    """A whole tool call proposed by the model (arguments exactly as produced)."""
+
+    id: str
+    name: str
+    arguments_json: str
+
+
+@dataclass(frozen=True)
+class ModelFinished:
+    """End of the model's reply."""
+
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+ModelOutput = TextPiece | ModelToolCall | ModelFinished
+
+
+def to_proto(message: StoredMessage) -> pb.ChatMessage:
+    out = pb.ChatMessage(role=message.role, content=message.content)
+    if message.name and message.role != "assistant":
+        out.name = message.name
+    for call in message.tool_calls or ():
+        out.tool_calls.append(
+            pb.LlmToolCall(id=call["id"], name=call["name"], arguments_json=call["arguments"])
+        )
+    if message.tool_call_id:
+        out.tool_call_id = message.tool_call_id
+    return out
+
+
+class LlmClient:
+    """Streams completions through llmproxy."""
+
+    def __init__(self, stub: pb_grpc.LlmProxyAsyncStub, deadline: float) -> None:
+        self.stub = stub
+        self.deadline = deadline
+
+    async def complete(
+        self,
+        session_id: str,
+        messages: Sequence[StoredMessage],
+        *,
+        tools: Sequence[dict[str, Any]] = (),
+        purpose: str = "turn",
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        model: str = "",
+    ) -> AsyncIterator[ModelOutput]:
+        request = pb.CompleteRequest(
+            session_id=session_id,
+            purpose=purpose,
+            model=model,
+            messages=[to_proto(m) for m in messages],
+            tools=[
+                pb.ToolDefinition(
+                    name=t["name"],
+                    description=t.get("description", ""),
+                    parameters_json=json.dumps(t.get("parameters", {"type": "object"})),
+                )
+                for t in tools
+            ],
+        )
+        if temperature is not None:
+            request.temperature = temperature
+        if max_tokens is not None:
+            request.max_tokens = max_tokens
+        call = self.stub.Complete(request, timeout=self.deadline)
+        try:
+            async for chunk in call:
+                which = chunk.WhichOneof("chunk")
+                if which == "text_delta":
+                    yield TextPiece(chunk.text_delta)
+                elif which == "tool_call":
+                    tc = chunk.tool_call
+                    yield ModelToolCall(tc.id, tc.name, tc.arguments_json)
+                elif which == "finish":
+                    f = chunk.finish
+                    yield ModelFinished(
+                        f.finish_reason, f.usage.prompt_tokens, f.usage.completion_tokens
+                    )
+        except grpc.aio.AioRpcError as error:
+            code = error_code(error) or _CODE_BY_STATUS.get(error.code(), "LLM_ERROR")
+            raise LlmFailure(error.details() or str(error.code()), code=code) from error
+        finally:
+            call.cancel()

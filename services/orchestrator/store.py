@@ -1,0 +1,143 @@
+"""Sessions, messages and the event log in Postgres (schema ``orchestrator``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from services.common.db import Pool
+from services.common.errors import DatabaseError
+from services.common.sql import load_queries
+from services.orchestrator.errors import SessionNotFound
+
+SQL_DIR = Path(__file__).parent / "sql"
+QUERIES = load_queries(SQL_DIR / "queries.sql")
+DB_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    """A session as stored."""
+
+    session_id: str
+    user_id: str
+    title: str
+    system_prompt: str
+    current_agent: str
+    created_at: dt.datetime
+    last_activity: dt.datetime
+    message_count: int
+    deleted: bool = False
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    """One entry of the LLM history."""
+
+    role: str
+    content: str
+    name: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    created_at: dt.datetime | None = field(default=None, compare=False)
+
+
+def _session(row: asyncpg.Record) -> SessionRow:
+    return SessionRow(
+        session_id=row["session_id"],
+        user_id=row["user_id"],
+        title=row["title"],
+        system_prompt=row["system_prompt"],
+        current_agent=row["current_agent"],
+        created_at=row["created_at"],
+        last_activity=row["last_activity"],
+        message_count=row["message_count"],
+        deleted=row["deleted_at"] is not None,
+    )
+
+
+@asynccontextmanager
+async def _db(action: str, code: str) -> AsyncIterator[None]:
+    """Turn driver errors into DatabaseError with the spec's code."""
+    try:
+        yield
+    except DB_ERRORS as error:
+        raise DatabaseError(f"cannot {action}: {error}", code=code) from error
+
+
+class SessionStore:
+    """All orchestrator SQL goes through here."""
+
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
+
+    async def ensure_session(
+        self, session_id: str, user_id: str = "", title: str = "", system_prompt: str = ""
+    ) -> tuple[SessionRow, bool]:
+        """The session, created when missing; (row, created). Another user's: not found."""
+        async with _db("create session", "DB_WRITE_ERROR"):
+            created = await self.pool.fetchval(
+                QUERIES["upsert_session"], session_id, user_id, title, system_prompt
+            )
+        row = await self.get_session(session_id, user_id)
+        return row, created is not None
+
+    async def get_session(self, session_id: str, user_id: str = "") -> SessionRow:
+        async with _db("read session", "DB_READ_ERROR"):
+            row = await self.pool.fetchrow(QUERIES["get_session"], session_id)
+        if row is None or row["deleted_at"] is not None or (user_id and row["user_id"] != user_id):
+            raise SessionNotFound(f"Session not found: {session_id}", session_id=session_id)
+        return _session(row)
+
+    async def list_sessions(self, user_id: str = "", limit: int = 100) -> list[SessionRow]:
+        async with _db("list sessions", "DB_READ_ERROR"):
+            rows = await self.pool.fetch(QUERIES["list_sessions"], user_id, limit)
+        return [_session(r) for r in rows]
+
+    async def add_message(self, session_id: str, message: StoredMessage) -> None:
+        async with _db("save message", "DB_WRITE_ERROR"):
+            await self.pool.fetchrow(
+                QUERIES["add_message"],
+                session_id,
+                message.role,
+                message.content,
+                message.name,
+                message.tool_calls,
+                message.tool_call_id,
+            )
+
+    async def history(self, session_id: str) -> list[StoredMessage]:
+        async with _db("read history", "DB_READ_ERROR"):
+            rows = await self.pool.fetch(QUERIES["history"], session_id)
+        return [StoredMessage(**dict(r)) for r in rows]
+
+    async def last_seq(self, session_id: str) -> int:
+        async with _db("read events", "DB_READ_ERROR"):
+            value = await self.pool.fetchval(QUERIES["last_seq"], session_id)
+        return int(value)
+
+    async def append_events(
+        self, session_id: str, events: Sequence[tuple[int, str, bytes]]
+    ) -> None:
+        """Commit (seq, type, serialized event) rows in one statement."""
+        async with _db("save events", "DB_WRITE_ERROR"):
+            await self.pool.execute(
+                QUERIES["append_events"],
+                session_id,
+                [e[0] for e in events],
+                [e[1] for e in events],
+                [e[2] for e in events],
+            )
+
+    async def events_after(
+        self, session_id: str, after: int, limit: int = 1000
+    ) -> list[tuple[int, bytes]]:
+        async with _db("read events", "DB_READ_ERROR"):
+            rows = await self.pool.fetch(QUERIES["events_after"], session_id, after, limit)
+        return [(r["seq"], bytes(r["event"])) for r in rows]

@@ -1,0 +1,12 @@
+"""`python -m services.scripted_model`: serve with settings from the environment."""
+
+import asyncio
+import os
+
+from services.common.logs import configure_logging
+from services.scripted_model.app import serve
+from services.scripted_model.config import ScriptedModelSettings
+
+if __name__ == "__main__":
+    configure_logging("scripted_model", os.environ.get("LOG_LEVEL", "INFO").upper())
+    asyncio.run(serve(ScriptedModelSettings.from_env(os.environ)))

@@ -1,0 +1,1 @@
+"""The supervisor behind ``make run``: starts, watches and stops the whole mesh."""

@@ -1,0 +1,1 @@
+"""toolsearch: the tool catalog and retrieval over it."""
