@@ -39,6 +39,36 @@ class HitlStub:
                 request_serializer=codelab_dot_v1_dot_hitl__pb2.EvaluateRequest.SerializeToString,
                 response_deserializer=codelab_dot_v1_dot_hitl__pb2.EvaluateResponse.FromString,
                 _registered_method=True)
+        self.CreateApproval = channel.unary_unary(
+                '/codelab.v1.Hitl/CreateApproval',
+                request_serializer=codelab_dot_v1_dot_hitl__pb2.CreateApprovalRequest.SerializeToString,
+                response_deserializer=codelab_dot_v1_dot_hitl__pb2.Approval.FromString,
+                _registered_method=True)
+        self.Decide = channel.unary_unary(
+                '/codelab.v1.Hitl/Decide',
+                request_serializer=codelab_dot_v1_dot_hitl__pb2.DecideRequest.SerializeToString,
+                response_deserializer=codelab_dot_v1_dot_hitl__pb2.DecideResponse.FromString,
+                _registered_method=True)
+        self.ListPending = channel.unary_unary(
+                '/codelab.v1.Hitl/ListPending',
+                request_serializer=codelab_dot_v1_dot_hitl__pb2.ListPendingRequest.SerializeToString,
+                response_deserializer=codelab_dot_v1_dot_hitl__pb2.ListPendingResponse.FromString,
+                _registered_method=True)
+        self.ExpireDue = channel.unary_unary(
+                '/codelab.v1.Hitl/ExpireDue',
+                request_serializer=codelab_dot_v1_dot_hitl__pb2.ExpireDueRequest.SerializeToString,
+                response_deserializer=codelab_dot_v1_dot_hitl__pb2.ExpireDueResponse.FromString,
+                _registered_method=True)
+        self.RecordAudit = channel.unary_unary(
+                '/codelab.v1.Hitl/RecordAudit',
+                request_serializer=codelab_dot_v1_dot_hitl__pb2.AuditEntry.SerializeToString,
+                response_deserializer=codelab_dot_v1_dot_hitl__pb2.AuditEntry.FromString,
+                _registered_method=True)
+        self.ListAudit = channel.unary_unary(
+                '/codelab.v1.Hitl/ListAudit',
+                request_serializer=codelab_dot_v1_dot_hitl__pb2.ListAuditRequest.SerializeToString,
+                response_deserializer=codelab_dot_v1_dot_hitl__pb2.ListAuditResponse.FromString,
+                _registered_method=True)
 
 
 class HitlServicer:
@@ -51,6 +81,45 @@ class HitlServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateApproval(self, request, context):
+        """Record a call that waits for a human (expires after its timeout).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Decide(self, request, context):
+        """Apply approve / edit / reject. Idempotent: the same decision twice answers the same.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPending(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExpireDue(self, request, context):
+        """Mark overdue pending approvals expired and return them (each exactly once).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecordAudit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAudit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HitlServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -58,6 +127,36 @@ def add_HitlServicer_to_server(servicer, server):
                     servicer.Evaluate,
                     request_deserializer=codelab_dot_v1_dot_hitl__pb2.EvaluateRequest.FromString,
                     response_serializer=codelab_dot_v1_dot_hitl__pb2.EvaluateResponse.SerializeToString,
+            ),
+            'CreateApproval': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateApproval,
+                    request_deserializer=codelab_dot_v1_dot_hitl__pb2.CreateApprovalRequest.FromString,
+                    response_serializer=codelab_dot_v1_dot_hitl__pb2.Approval.SerializeToString,
+            ),
+            'Decide': grpc.unary_unary_rpc_method_handler(
+                    servicer.Decide,
+                    request_deserializer=codelab_dot_v1_dot_hitl__pb2.DecideRequest.FromString,
+                    response_serializer=codelab_dot_v1_dot_hitl__pb2.DecideResponse.SerializeToString,
+            ),
+            'ListPending': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPending,
+                    request_deserializer=codelab_dot_v1_dot_hitl__pb2.ListPendingRequest.FromString,
+                    response_serializer=codelab_dot_v1_dot_hitl__pb2.ListPendingResponse.SerializeToString,
+            ),
+            'ExpireDue': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExpireDue,
+                    request_deserializer=codelab_dot_v1_dot_hitl__pb2.ExpireDueRequest.FromString,
+                    response_serializer=codelab_dot_v1_dot_hitl__pb2.ExpireDueResponse.SerializeToString,
+            ),
+            'RecordAudit': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordAudit,
+                    request_deserializer=codelab_dot_v1_dot_hitl__pb2.AuditEntry.FromString,
+                    response_serializer=codelab_dot_v1_dot_hitl__pb2.AuditEntry.SerializeToString,
+            ),
+            'ListAudit': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAudit,
+                    request_deserializer=codelab_dot_v1_dot_hitl__pb2.ListAuditRequest.FromString,
+                    response_serializer=codelab_dot_v1_dot_hitl__pb2.ListAuditResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -87,6 +186,168 @@ class Hitl:
             '/codelab.v1.Hitl/Evaluate',
             codelab_dot_v1_dot_hitl__pb2.EvaluateRequest.SerializeToString,
             codelab_dot_v1_dot_hitl__pb2.EvaluateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateApproval(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/codelab.v1.Hitl/CreateApproval',
+            codelab_dot_v1_dot_hitl__pb2.CreateApprovalRequest.SerializeToString,
+            codelab_dot_v1_dot_hitl__pb2.Approval.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Decide(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/codelab.v1.Hitl/Decide',
+            codelab_dot_v1_dot_hitl__pb2.DecideRequest.SerializeToString,
+            codelab_dot_v1_dot_hitl__pb2.DecideResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPending(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/codelab.v1.Hitl/ListPending',
+            codelab_dot_v1_dot_hitl__pb2.ListPendingRequest.SerializeToString,
+            codelab_dot_v1_dot_hitl__pb2.ListPendingResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExpireDue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/codelab.v1.Hitl/ExpireDue',
+            codelab_dot_v1_dot_hitl__pb2.ExpireDueRequest.SerializeToString,
+            codelab_dot_v1_dot_hitl__pb2.ExpireDueResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordAudit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/codelab.v1.Hitl/RecordAudit',
+            codelab_dot_v1_dot_hitl__pb2.AuditEntry.SerializeToString,
+            codelab_dot_v1_dot_hitl__pb2.AuditEntry.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAudit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/codelab.v1.Hitl/ListAudit',
+            codelab_dot_v1_dot_hitl__pb2.ListAuditRequest.SerializeToString,
+            codelab_dot_v1_dot_hitl__pb2.ListAuditResponse.FromString,
             options,
             channel_credentials,
             insecure,

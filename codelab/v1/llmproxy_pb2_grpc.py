@@ -49,6 +49,11 @@ class LlmProxyStub:
                 request_serializer=codelab_dot_v1_dot_llmproxy__pb2.GetUsageRequest.SerializeToString,
                 response_deserializer=codelab_dot_v1_dot_llmproxy__pb2.SessionUsage.FromString,
                 _registered_method=True)
+        self.ListUsage = channel.unary_unary(
+                '/codelab.v1.LlmProxy/ListUsage',
+                request_serializer=codelab_dot_v1_dot_llmproxy__pb2.ListUsageRequest.SerializeToString,
+                response_deserializer=codelab_dot_v1_dot_llmproxy__pb2.ListUsageResponse.FromString,
+                _registered_method=True)
 
 
 class LlmProxyServicer:
@@ -68,6 +73,13 @@ class LlmProxyServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetUsage(self, request, context):
+        """One session's usage; an empty session_id sums every session.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListUsage(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -90,6 +102,11 @@ def add_LlmProxyServicer_to_server(servicer, server):
                     servicer.GetUsage,
                     request_deserializer=codelab_dot_v1_dot_llmproxy__pb2.GetUsageRequest.FromString,
                     response_serializer=codelab_dot_v1_dot_llmproxy__pb2.SessionUsage.SerializeToString,
+            ),
+            'ListUsage': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListUsage,
+                    request_deserializer=codelab_dot_v1_dot_llmproxy__pb2.ListUsageRequest.FromString,
+                    response_serializer=codelab_dot_v1_dot_llmproxy__pb2.ListUsageResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -173,6 +190,33 @@ class LlmProxy:
             '/codelab.v1.LlmProxy/GetUsage',
             codelab_dot_v1_dot_llmproxy__pb2.GetUsageRequest.SerializeToString,
             codelab_dot_v1_dot_llmproxy__pb2.SessionUsage.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/codelab.v1.LlmProxy/ListUsage',
+            codelab_dot_v1_dot_llmproxy__pb2.ListUsageRequest.SerializeToString,
+            codelab_dot_v1_dot_llmproxy__pb2.ListUsageResponse.FromString,
             options,
             channel_credentials,
             insecure,

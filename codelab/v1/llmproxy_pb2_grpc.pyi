@@ -35,6 +35,8 @@ class LlmProxyStub:
     """Streams one chat completion: text deltas, whole tool calls, then `finish`."""
     Embed: _grpc.UnaryUnaryMultiCallable[_llmproxy_pb2.EmbedRequest, _llmproxy_pb2.EmbedResponse]
     GetUsage: _grpc.UnaryUnaryMultiCallable[_llmproxy_pb2.GetUsageRequest, _llmproxy_pb2.SessionUsage]
+    """One session's usage; an empty session_id sums every session."""
+    ListUsage: _grpc.UnaryUnaryMultiCallable[_llmproxy_pb2.ListUsageRequest, _llmproxy_pb2.ListUsageResponse]
 
 @_typing.type_check_only
 class LlmProxyAsyncStub(LlmProxyStub):
@@ -43,6 +45,8 @@ class LlmProxyAsyncStub(LlmProxyStub):
     """Streams one chat completion: text deltas, whole tool calls, then `finish`."""
     Embed: _aio.UnaryUnaryMultiCallable[_llmproxy_pb2.EmbedRequest, _llmproxy_pb2.EmbedResponse]  # type: ignore[assignment]
     GetUsage: _aio.UnaryUnaryMultiCallable[_llmproxy_pb2.GetUsageRequest, _llmproxy_pb2.SessionUsage]  # type: ignore[assignment]
+    """One session's usage; an empty session_id sums every session."""
+    ListUsage: _aio.UnaryUnaryMultiCallable[_llmproxy_pb2.ListUsageRequest, _llmproxy_pb2.ListUsageResponse]  # type: ignore[assignment]
 
 class LlmProxyServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -65,6 +69,14 @@ class LlmProxyServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _llmproxy_pb2.GetUsageRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_llmproxy_pb2.SessionUsage, _abc.Awaitable[_llmproxy_pb2.SessionUsage]]: ...
+    ) -> _typing.Union[_llmproxy_pb2.SessionUsage, _abc.Awaitable[_llmproxy_pb2.SessionUsage]]:
+        """One session's usage; an empty session_id sums every session."""
+
+    @_abc_1.abstractmethod
+    def ListUsage(
+        self,
+        request: _llmproxy_pb2.ListUsageRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_llmproxy_pb2.ListUsageResponse, _abc.Awaitable[_llmproxy_pb2.ListUsageResponse]]: ...
 
 def add_LlmProxyServicer_to_server(servicer: LlmProxyServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

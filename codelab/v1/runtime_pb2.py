@@ -25,31 +25,57 @@ _sym_db = _symbol_database.Default()
 from codelab.v1 import common_pb2 as codelab_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x63odelab/v1/runtime.proto\x12\ncodelab.v1\x1a\x17\x63odelab/v1/common.proto\"\xa9\x01\n\x07Session\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x12\n\ncreated_at\x18\x03 \x01(\t\x12\x15\n\rlast_activity\x18\x04 \x01(\t\x12\x11\n\tis_active\x18\x05 \x01(\x08\x12\x15\n\rmessage_count\x18\x06 \x01(\x05\x12\x15\n\rcurrent_agent\x18\x07 \x01(\t\x12\x0f\n\x07user_id\x18\x08 \x01(\t\"a\n\x14\x43reateSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x15\n\rsystem_prompt\x18\x02 \x01(\t\x12\x0f\n\x07user_id\x18\x03 \x01(\t\x12\r\n\x05title\x18\x04 \x01(\t\"8\n\x11GetSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\"5\n\x13ListSessionsRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\"=\n\x14ListSessionsResponse\x12%\n\x08sessions\x18\x01 \x03(\x0b\x32\x13.codelab.v1.Session\"8\n\x11GetHistoryRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\"C\n\x0fHistoryToolCall\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x03 \x01(\t\"\xbb\x01\n\x0eHistoryMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12\x11\n\x04name\x18\x03 \x01(\tH\x00\x88\x01\x01\x12/\n\ntool_calls\x18\x04 \x03(\x0b\x32\x1b.codelab.v1.HistoryToolCall\x12\x19\n\x0ctool_call_id\x18\x05 \x01(\tH\x01\x88\x01\x01\x12\x11\n\ttimestamp\x18\x06 \x01(\tB\x07\n\x05_nameB\x0f\n\r_tool_call_id\"K\n\x07History\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12,\n\x08messages\x18\x02 \x03(\x0b\x32\x1a.codelab.v1.HistoryMessage2\xef\x02\n\x0c\x41gentRuntime\x12@\n\x06Stream\x12\x19.codelab.v1.ClientMessage\x1a\x17.codelab.v1.ServerEvent(\x01\x30\x01\x12\x46\n\rCreateSession\x12 .codelab.v1.CreateSessionRequest\x1a\x13.codelab.v1.Session\x12@\n\nGetSession\x12\x1d.codelab.v1.GetSessionRequest\x1a\x13.codelab.v1.Session\x12Q\n\x0cListSessions\x12\x1f.codelab.v1.ListSessionsRequest\x1a .codelab.v1.ListSessionsResponse\x12@\n\nGetHistory\x12\x1d.codelab.v1.GetHistoryRequest\x1a\x13.codelab.v1.Historyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x63odelab/v1/runtime.proto\x12\ncodelab.v1\x1a\x17\x63odelab/v1/common.proto\"<\n\x15\x44\x65leteSessionResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0f\n\x07\x64\x65leted\x18\x02 \x01(\x08\"`\n\rSubmitRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\x12*\n\x07message\x18\x03 \x01(\x0b\x32\x19.codelab.v1.ClientMessage\" \n\x0eSubmitResponse\x12\x0e\n\x06status\x18\x01 \x01(\t\"\x93\x01\n\tAgentInfo\x12\x12\n\nagent_type\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x15\n\rallowed_tools\x18\x04 \x03(\t\x12\x19\n\x11\x66ile_restrictions\x18\x05 \x03(\t\x12\x1d\n\x15has_file_restrictions\x18\x06 \x01(\x08\"\x13\n\x11ListAgentsRequest\";\n\x12ListAgentsResponse\x12%\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x15.codelab.v1.AgentInfo\"\x8d\x01\n\x0c\x43urrentAgent\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x15\n\rcurrent_agent\x18\x02 \x01(\t\x12\x14\n\x0cswitch_count\x18\x03 \x01(\x05\x12\x16\n\x0elast_switch_at\x18\x04 \x01(\t\x12$\n\x05\x61gent\x18\x05 \x01(\x0b\x32\x15.codelab.v1.AgentInfo\"\xb0\x02\n\x0fPendingApproval\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0f\n\x07\x63\x61ll_id\x18\x02 \x01(\t\x12\x1b\n\x13\x61pproval_request_id\x18\x03 \x01(\t\x12\x11\n\ttool_name\x18\x04 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x05 \x01(\t\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12\x12\n\ncreated_at\x18\x07 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x08 \x01(\x05\x12\x14\n\x07plan_id\x18\t \x01(\tH\x00\x88\x01\x01\x12\x32\n\x0cplan_summary\x18\n \x01(\x0b\x32\x17.codelab.v1.PlanSummaryH\x01\x88\x01\x01\x12\x12\n\nexpires_at\x18\x0b \x01(\tB\n\n\x08_plan_idB\x0f\n\r_plan_summary\"^\n\x10PendingApprovals\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x36\n\x11pending_approvals\x18\x02 \x03(\x0b\x32\x1b.codelab.v1.PendingApproval\"\x13\n\x11\x45ventStatsRequest\"\xdc\x01\n\nEventStats\x12\x14\n\x0ctotal_events\x18\x01 \x01(\x03\x12@\n\x0e\x65vents_by_type\x18\x02 \x03(\x0b\x32(.codelab.v1.EventStats.EventsByTypeEntry\x12\x10\n\x08sessions\x18\x03 \x01(\x03\x12\x17\n\x0f\x61\x63tive_sessions\x18\x04 \x01(\x03\x12\x16\n\x0e\x61gent_switches\x18\x05 \x01(\x03\x1a\x33\n\x11\x45ventsByTypeEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\xa9\x01\n\x07Session\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x12\n\ncreated_at\x18\x03 \x01(\t\x12\x15\n\rlast_activity\x18\x04 \x01(\t\x12\x11\n\tis_active\x18\x05 \x01(\x08\x12\x15\n\rmessage_count\x18\x06 \x01(\x05\x12\x15\n\rcurrent_agent\x18\x07 \x01(\t\x12\x0f\n\x07user_id\x18\x08 \x01(\t\"a\n\x14\x43reateSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x15\n\rsystem_prompt\x18\x02 \x01(\t\x12\x0f\n\x07user_id\x18\x03 \x01(\t\x12\r\n\x05title\x18\x04 \x01(\t\"8\n\x11GetSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\"5\n\x13ListSessionsRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\"=\n\x14ListSessionsResponse\x12%\n\x08sessions\x18\x01 \x03(\x0b\x32\x13.codelab.v1.Session\"8\n\x11GetHistoryRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\"C\n\x0fHistoryToolCall\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x03 \x01(\t\"\xbb\x01\n\x0eHistoryMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12\x11\n\x04name\x18\x03 \x01(\tH\x00\x88\x01\x01\x12/\n\ntool_calls\x18\x04 \x03(\x0b\x32\x1b.codelab.v1.HistoryToolCall\x12\x19\n\x0ctool_call_id\x18\x05 \x01(\tH\x01\x88\x01\x01\x12\x11\n\ttimestamp\x18\x06 \x01(\tB\x07\n\x05_nameB\x0f\n\r_tool_call_id\"K\n\x07History\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12,\n\x08messages\x18\x02 \x03(\x0b\x32\x1a.codelab.v1.HistoryMessage2\xb9\x06\n\x0c\x41gentRuntime\x12@\n\x06Stream\x12\x19.codelab.v1.ClientMessage\x1a\x17.codelab.v1.ServerEvent(\x01\x30\x01\x12\x46\n\rCreateSession\x12 .codelab.v1.CreateSessionRequest\x1a\x13.codelab.v1.Session\x12@\n\nGetSession\x12\x1d.codelab.v1.GetSessionRequest\x1a\x13.codelab.v1.Session\x12Q\n\x0cListSessions\x12\x1f.codelab.v1.ListSessionsRequest\x1a .codelab.v1.ListSessionsResponse\x12@\n\nGetHistory\x12\x1d.codelab.v1.GetHistoryRequest\x1a\x13.codelab.v1.History\x12Q\n\rDeleteSession\x12\x1d.codelab.v1.GetSessionRequest\x1a!.codelab.v1.DeleteSessionResponse\x12?\n\x06Submit\x12\x19.codelab.v1.SubmitRequest\x1a\x1a.codelab.v1.SubmitResponse\x12K\n\nListAgents\x12\x1d.codelab.v1.ListAgentsRequest\x1a\x1e.codelab.v1.ListAgentsResponse\x12J\n\x0fGetCurrentAgent\x12\x1d.codelab.v1.GetSessionRequest\x1a\x18.codelab.v1.CurrentAgent\x12S\n\x14ListPendingApprovals\x12\x1d.codelab.v1.GetSessionRequest\x1a\x1c.codelab.v1.PendingApprovals\x12\x46\n\rGetEventStats\x12\x1d.codelab.v1.EventStatsRequest\x1a\x16.codelab.v1.EventStatsb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'codelab.v1.runtime_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SESSION']._serialized_start=66
-  _globals['_SESSION']._serialized_end=235
-  _globals['_CREATESESSIONREQUEST']._serialized_start=237
-  _globals['_CREATESESSIONREQUEST']._serialized_end=334
-  _globals['_GETSESSIONREQUEST']._serialized_start=336
-  _globals['_GETSESSIONREQUEST']._serialized_end=392
-  _globals['_LISTSESSIONSREQUEST']._serialized_start=394
-  _globals['_LISTSESSIONSREQUEST']._serialized_end=447
-  _globals['_LISTSESSIONSRESPONSE']._serialized_start=449
-  _globals['_LISTSESSIONSRESPONSE']._serialized_end=510
-  _globals['_GETHISTORYREQUEST']._serialized_start=512
-  _globals['_GETHISTORYREQUEST']._serialized_end=568
-  _globals['_HISTORYTOOLCALL']._serialized_start=570
-  _globals['_HISTORYTOOLCALL']._serialized_end=637
-  _globals['_HISTORYMESSAGE']._serialized_start=640
-  _globals['_HISTORYMESSAGE']._serialized_end=827
-  _globals['_HISTORY']._serialized_start=829
-  _globals['_HISTORY']._serialized_end=904
-  _globals['_AGENTRUNTIME']._serialized_start=907
-  _globals['_AGENTRUNTIME']._serialized_end=1274
+  _globals['_EVENTSTATS_EVENTSBYTYPEENTRY']._loaded_options = None
+  _globals['_EVENTSTATS_EVENTSBYTYPEENTRY']._serialized_options = b'8\001'
+  _globals['_DELETESESSIONRESPONSE']._serialized_start=65
+  _globals['_DELETESESSIONRESPONSE']._serialized_end=125
+  _globals['_SUBMITREQUEST']._serialized_start=127
+  _globals['_SUBMITREQUEST']._serialized_end=223
+  _globals['_SUBMITRESPONSE']._serialized_start=225
+  _globals['_SUBMITRESPONSE']._serialized_end=257
+  _globals['_AGENTINFO']._serialized_start=260
+  _globals['_AGENTINFO']._serialized_end=407
+  _globals['_LISTAGENTSREQUEST']._serialized_start=409
+  _globals['_LISTAGENTSREQUEST']._serialized_end=428
+  _globals['_LISTAGENTSRESPONSE']._serialized_start=430
+  _globals['_LISTAGENTSRESPONSE']._serialized_end=489
+  _globals['_CURRENTAGENT']._serialized_start=492
+  _globals['_CURRENTAGENT']._serialized_end=633
+  _globals['_PENDINGAPPROVAL']._serialized_start=636
+  _globals['_PENDINGAPPROVAL']._serialized_end=940
+  _globals['_PENDINGAPPROVALS']._serialized_start=942
+  _globals['_PENDINGAPPROVALS']._serialized_end=1036
+  _globals['_EVENTSTATSREQUEST']._serialized_start=1038
+  _globals['_EVENTSTATSREQUEST']._serialized_end=1057
+  _globals['_EVENTSTATS']._serialized_start=1060
+  _globals['_EVENTSTATS']._serialized_end=1280
+  _globals['_EVENTSTATS_EVENTSBYTYPEENTRY']._serialized_start=1229
+  _globals['_EVENTSTATS_EVENTSBYTYPEENTRY']._serialized_end=1280
+  _globals['_SESSION']._serialized_start=1283
+  _globals['_SESSION']._serialized_end=1452
+  _globals['_CREATESESSIONREQUEST']._serialized_start=1454
+  _globals['_CREATESESSIONREQUEST']._serialized_end=1551
+  _globals['_GETSESSIONREQUEST']._serialized_start=1553
+  _globals['_GETSESSIONREQUEST']._serialized_end=1609
+  _globals['_LISTSESSIONSREQUEST']._serialized_start=1611
+  _globals['_LISTSESSIONSREQUEST']._serialized_end=1664
+  _globals['_LISTSESSIONSRESPONSE']._serialized_start=1666
+  _globals['_LISTSESSIONSRESPONSE']._serialized_end=1727
+  _globals['_GETHISTORYREQUEST']._serialized_start=1729
+  _globals['_GETHISTORYREQUEST']._serialized_end=1785
+  _globals['_HISTORYTOOLCALL']._serialized_start=1787
+  _globals['_HISTORYTOOLCALL']._serialized_end=1854
+  _globals['_HISTORYMESSAGE']._serialized_start=1857
+  _globals['_HISTORYMESSAGE']._serialized_end=2044
+  _globals['_HISTORY']._serialized_start=2046
+  _globals['_HISTORY']._serialized_end=2121
+  _globals['_AGENTRUNTIME']._serialized_start=2124
+  _globals['_AGENTRUNTIME']._serialized_end=2949
 # @@protoc_insertion_point(module_scope)

@@ -3,6 +3,7 @@
 isort:skip_file
 The orchestrator: one bidirectional Stream per IDE connection plus unary queries."""
 
+from codelab.v1 import common_pb2 as _common_pb2
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -17,6 +18,325 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+@_typing.final
+class DeleteSessionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    DELETED_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    deleted: _builtins.bool
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        deleted: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deleted", b"deleted", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteSessionResponse: _TypeAlias = DeleteSessionResponse  # noqa: Y015
+
+@_typing.final
+class SubmitRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    user_id: _builtins.str
+    @_builtins.property
+    def message(self) -> _common_pb2.ClientMessage: ...
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        user_id: _builtins.str = ...,
+        message: _common_pb2.ClientMessage | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["message", b"message", "session_id", b"session_id", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SubmitRequest: _TypeAlias = SubmitRequest  # noqa: Y015
+
+@_typing.final
+class SubmitResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STATUS_FIELD_NUMBER: _builtins.int
+    status: _builtins.str
+    """accepted"""
+    def __init__(
+        self,
+        *,
+        status: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SubmitResponse: _TypeAlias = SubmitResponse  # noqa: Y015
+
+@_typing.final
+class AgentInfo(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_TYPE_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    ALLOWED_TOOLS_FIELD_NUMBER: _builtins.int
+    FILE_RESTRICTIONS_FIELD_NUMBER: _builtins.int
+    HAS_FILE_RESTRICTIONS_FIELD_NUMBER: _builtins.int
+    agent_type: _builtins.str
+    name: _builtins.str
+    description: _builtins.str
+    has_file_restrictions: _builtins.bool
+    @_builtins.property
+    def allowed_tools(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def file_restrictions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        agent_type: _builtins.str = ...,
+        name: _builtins.str = ...,
+        description: _builtins.str = ...,
+        allowed_tools: _abc.Iterable[_builtins.str] | None = ...,
+        file_restrictions: _abc.Iterable[_builtins.str] | None = ...,
+        has_file_restrictions: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_type", b"agent_type", "allowed_tools", b"allowed_tools", "description", b"description", "file_restrictions", b"file_restrictions", "has_file_restrictions", b"has_file_restrictions", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AgentInfo: _TypeAlias = AgentInfo  # noqa: Y015
+
+@_typing.final
+class ListAgentsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAgentsRequest: _TypeAlias = ListAgentsRequest  # noqa: Y015
+
+@_typing.final
+class ListAgentsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def agents(self) -> _containers.RepeatedCompositeFieldContainer[Global___AgentInfo]: ...
+    def __init__(
+        self,
+        *,
+        agents: _abc.Iterable[Global___AgentInfo] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agents", b"agents"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAgentsResponse: _TypeAlias = ListAgentsResponse  # noqa: Y015
+
+@_typing.final
+class CurrentAgent(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    CURRENT_AGENT_FIELD_NUMBER: _builtins.int
+    SWITCH_COUNT_FIELD_NUMBER: _builtins.int
+    LAST_SWITCH_AT_FIELD_NUMBER: _builtins.int
+    AGENT_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    current_agent: _builtins.str
+    switch_count: _builtins.int
+    last_switch_at: _builtins.str
+    @_builtins.property
+    def agent(self) -> Global___AgentInfo: ...
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        current_agent: _builtins.str = ...,
+        switch_count: _builtins.int = ...,
+        last_switch_at: _builtins.str = ...,
+        agent: Global___AgentInfo | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "current_agent", b"current_agent", "last_switch_at", b"last_switch_at", "session_id", b"session_id", "switch_count", b"switch_count"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CurrentAgent: _TypeAlias = CurrentAgent  # noqa: Y015
+
+@_typing.final
+class PendingApproval(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TYPE_FIELD_NUMBER: _builtins.int
+    CALL_ID_FIELD_NUMBER: _builtins.int
+    APPROVAL_REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TOOL_NAME_FIELD_NUMBER: _builtins.int
+    ARGUMENTS_JSON_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    TIMEOUT_SECONDS_FIELD_NUMBER: _builtins.int
+    PLAN_ID_FIELD_NUMBER: _builtins.int
+    PLAN_SUMMARY_FIELD_NUMBER: _builtins.int
+    EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    type: _builtins.str
+    """tool_approval | plan_approval"""
+    call_id: _builtins.str
+    approval_request_id: _builtins.str
+    tool_name: _builtins.str
+    arguments_json: _builtins.str
+    reason: _builtins.str
+    created_at: _builtins.str
+    timeout_seconds: _builtins.int
+    plan_id: _builtins.str
+    expires_at: _builtins.str
+    @_builtins.property
+    def plan_summary(self) -> _common_pb2.PlanSummary: ...
+    def __init__(
+        self,
+        *,
+        type: _builtins.str = ...,
+        call_id: _builtins.str = ...,
+        approval_request_id: _builtins.str = ...,
+        tool_name: _builtins.str = ...,
+        arguments_json: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        created_at: _builtins.str = ...,
+        timeout_seconds: _builtins.int = ...,
+        plan_id: _builtins.str | None = ...,
+        plan_summary: _common_pb2.PlanSummary | None = ...,
+        expires_at: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_plan_id", b"_plan_id", "_plan_summary", b"_plan_summary", "plan_id", b"plan_id", "plan_summary", b"plan_summary"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_plan_id", b"_plan_id", "_plan_summary", b"_plan_summary", "approval_request_id", b"approval_request_id", "arguments_json", b"arguments_json", "call_id", b"call_id", "created_at", b"created_at", "expires_at", b"expires_at", "plan_id", b"plan_id", "plan_summary", b"plan_summary", "reason", b"reason", "timeout_seconds", b"timeout_seconds", "tool_name", b"tool_name", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__plan_id: _TypeAlias = _typing.Literal["plan_id"]  # noqa: Y015
+    _WhichOneofArgType__plan_id: _TypeAlias = _typing.Literal["_plan_id", b"_plan_id"]  # noqa: Y015
+    _WhichOneofReturnType__plan_summary: _TypeAlias = _typing.Literal["plan_summary"]  # noqa: Y015
+    _WhichOneofArgType__plan_summary: _TypeAlias = _typing.Literal["_plan_summary", b"_plan_summary"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__plan_id) -> _WhichOneofReturnType__plan_id | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__plan_summary) -> _WhichOneofReturnType__plan_summary | None: ...
+
+Global___PendingApproval: _TypeAlias = PendingApproval  # noqa: Y015
+
+@_typing.final
+class PendingApprovals(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    PENDING_APPROVALS_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    @_builtins.property
+    def pending_approvals(self) -> _containers.RepeatedCompositeFieldContainer[Global___PendingApproval]: ...
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        pending_approvals: _abc.Iterable[Global___PendingApproval] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["pending_approvals", b"pending_approvals", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PendingApprovals: _TypeAlias = PendingApprovals  # noqa: Y015
+
+@_typing.final
+class EventStatsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EventStatsRequest: _TypeAlias = EventStatsRequest  # noqa: Y015
+
+@_typing.final
+class EventStats(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class EventsByTypeEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    TOTAL_EVENTS_FIELD_NUMBER: _builtins.int
+    EVENTS_BY_TYPE_FIELD_NUMBER: _builtins.int
+    SESSIONS_FIELD_NUMBER: _builtins.int
+    ACTIVE_SESSIONS_FIELD_NUMBER: _builtins.int
+    AGENT_SWITCHES_FIELD_NUMBER: _builtins.int
+    total_events: _builtins.int
+    sessions: _builtins.int
+    active_sessions: _builtins.int
+    agent_switches: _builtins.int
+    @_builtins.property
+    def events_by_type(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        total_events: _builtins.int = ...,
+        events_by_type: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        sessions: _builtins.int = ...,
+        active_sessions: _builtins.int = ...,
+        agent_switches: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_sessions", b"active_sessions", "agent_switches", b"agent_switches", "events_by_type", b"events_by_type", "sessions", b"sessions", "total_events", b"total_events"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EventStats: _TypeAlias = EventStats  # noqa: Y015
 
 @_typing.final
 class Session(_message.Message):

@@ -60,6 +60,36 @@ class AgentRuntimeStub:
                 request_serializer=codelab_dot_v1_dot_runtime__pb2.GetHistoryRequest.SerializeToString,
                 response_deserializer=codelab_dot_v1_dot_runtime__pb2.History.FromString,
                 _registered_method=True)
+        self.DeleteSession = channel.unary_unary(
+                '/codelab.v1.AgentRuntime/DeleteSession',
+                request_serializer=codelab_dot_v1_dot_runtime__pb2.GetSessionRequest.SerializeToString,
+                response_deserializer=codelab_dot_v1_dot_runtime__pb2.DeleteSessionResponse.FromString,
+                _registered_method=True)
+        self.Submit = channel.unary_unary(
+                '/codelab.v1.AgentRuntime/Submit',
+                request_serializer=codelab_dot_v1_dot_runtime__pb2.SubmitRequest.SerializeToString,
+                response_deserializer=codelab_dot_v1_dot_runtime__pb2.SubmitResponse.FromString,
+                _registered_method=True)
+        self.ListAgents = channel.unary_unary(
+                '/codelab.v1.AgentRuntime/ListAgents',
+                request_serializer=codelab_dot_v1_dot_runtime__pb2.ListAgentsRequest.SerializeToString,
+                response_deserializer=codelab_dot_v1_dot_runtime__pb2.ListAgentsResponse.FromString,
+                _registered_method=True)
+        self.GetCurrentAgent = channel.unary_unary(
+                '/codelab.v1.AgentRuntime/GetCurrentAgent',
+                request_serializer=codelab_dot_v1_dot_runtime__pb2.GetSessionRequest.SerializeToString,
+                response_deserializer=codelab_dot_v1_dot_runtime__pb2.CurrentAgent.FromString,
+                _registered_method=True)
+        self.ListPendingApprovals = channel.unary_unary(
+                '/codelab.v1.AgentRuntime/ListPendingApprovals',
+                request_serializer=codelab_dot_v1_dot_runtime__pb2.GetSessionRequest.SerializeToString,
+                response_deserializer=codelab_dot_v1_dot_runtime__pb2.PendingApprovals.FromString,
+                _registered_method=True)
+        self.GetEventStats = channel.unary_unary(
+                '/codelab.v1.AgentRuntime/GetEventStats',
+                request_serializer=codelab_dot_v1_dot_runtime__pb2.EventStatsRequest.SerializeToString,
+                response_deserializer=codelab_dot_v1_dot_runtime__pb2.EventStats.FromString,
+                _registered_method=True)
 
 
 class AgentRuntimeServicer:
@@ -97,6 +127,45 @@ class AgentRuntimeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteSession(self, request, context):
+        """Soft delete: the session disappears from queries; its rows stay for retention.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Submit(self, request, context):
+        """Accept one IDE message without holding a stream; events go to attached streams.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAgents(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetCurrentAgent(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPendingApprovals(self, request, context):
+        """Tool approvals (from hitl) and plan approvals of a session.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetEventStats(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentRuntimeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -124,6 +193,36 @@ def add_AgentRuntimeServicer_to_server(servicer, server):
                     servicer.GetHistory,
                     request_deserializer=codelab_dot_v1_dot_runtime__pb2.GetHistoryRequest.FromString,
                     response_serializer=codelab_dot_v1_dot_runtime__pb2.History.SerializeToString,
+            ),
+            'DeleteSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSession,
+                    request_deserializer=codelab_dot_v1_dot_runtime__pb2.GetSessionRequest.FromString,
+                    response_serializer=codelab_dot_v1_dot_runtime__pb2.DeleteSessionResponse.SerializeToString,
+            ),
+            'Submit': grpc.unary_unary_rpc_method_handler(
+                    servicer.Submit,
+                    request_deserializer=codelab_dot_v1_dot_runtime__pb2.SubmitRequest.FromString,
+                    response_serializer=codelab_dot_v1_dot_runtime__pb2.SubmitResponse.SerializeToString,
+            ),
+            'ListAgents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAgents,
+                    request_deserializer=codelab_dot_v1_dot_runtime__pb2.ListAgentsRequest.FromString,
+                    response_serializer=codelab_dot_v1_dot_runtime__pb2.ListAgentsResponse.SerializeToString,
+            ),
+            'GetCurrentAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCurrentAgent,
+                    request_deserializer=codelab_dot_v1_dot_runtime__pb2.GetSessionRequest.FromString,
+                    response_serializer=codelab_dot_v1_dot_runtime__pb2.CurrentAgent.SerializeToString,
+            ),
+            'ListPendingApprovals': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPendingApprovals,
+                    request_deserializer=codelab_dot_v1_dot_runtime__pb2.GetSessionRequest.FromString,
+                    response_serializer=codelab_dot_v1_dot_runtime__pb2.PendingApprovals.SerializeToString,
+            ),
+            'GetEventStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetEventStats,
+                    request_deserializer=codelab_dot_v1_dot_runtime__pb2.EventStatsRequest.FromString,
+                    response_serializer=codelab_dot_v1_dot_runtime__pb2.EventStats.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -261,6 +360,168 @@ class AgentRuntime:
             '/codelab.v1.AgentRuntime/GetHistory',
             codelab_dot_v1_dot_runtime__pb2.GetHistoryRequest.SerializeToString,
             codelab_dot_v1_dot_runtime__pb2.History.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/codelab.v1.AgentRuntime/DeleteSession',
+            codelab_dot_v1_dot_runtime__pb2.GetSessionRequest.SerializeToString,
+            codelab_dot_v1_dot_runtime__pb2.DeleteSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Submit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/codelab.v1.AgentRuntime/Submit',
+            codelab_dot_v1_dot_runtime__pb2.SubmitRequest.SerializeToString,
+            codelab_dot_v1_dot_runtime__pb2.SubmitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAgents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/codelab.v1.AgentRuntime/ListAgents',
+            codelab_dot_v1_dot_runtime__pb2.ListAgentsRequest.SerializeToString,
+            codelab_dot_v1_dot_runtime__pb2.ListAgentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCurrentAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/codelab.v1.AgentRuntime/GetCurrentAgent',
+            codelab_dot_v1_dot_runtime__pb2.GetSessionRequest.SerializeToString,
+            codelab_dot_v1_dot_runtime__pb2.CurrentAgent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPendingApprovals(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/codelab.v1.AgentRuntime/ListPendingApprovals',
+            codelab_dot_v1_dot_runtime__pb2.GetSessionRequest.SerializeToString,
+            codelab_dot_v1_dot_runtime__pb2.PendingApprovals.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetEventStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/codelab.v1.AgentRuntime/GetEventStats',
+            codelab_dot_v1_dot_runtime__pb2.EventStatsRequest.SerializeToString,
+            codelab_dot_v1_dot_runtime__pb2.EventStats.FromString,
             options,
             channel_credentials,
             insecure,

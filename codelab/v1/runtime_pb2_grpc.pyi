@@ -40,6 +40,15 @@ class AgentRuntimeStub:
     GetSession: _grpc.UnaryUnaryMultiCallable[_runtime_pb2.GetSessionRequest, _runtime_pb2.Session]
     ListSessions: _grpc.UnaryUnaryMultiCallable[_runtime_pb2.ListSessionsRequest, _runtime_pb2.ListSessionsResponse]
     GetHistory: _grpc.UnaryUnaryMultiCallable[_runtime_pb2.GetHistoryRequest, _runtime_pb2.History]
+    DeleteSession: _grpc.UnaryUnaryMultiCallable[_runtime_pb2.GetSessionRequest, _runtime_pb2.DeleteSessionResponse]
+    """Soft delete: the session disappears from queries; its rows stay for retention."""
+    Submit: _grpc.UnaryUnaryMultiCallable[_runtime_pb2.SubmitRequest, _runtime_pb2.SubmitResponse]
+    """Accept one IDE message without holding a stream; events go to attached streams."""
+    ListAgents: _grpc.UnaryUnaryMultiCallable[_runtime_pb2.ListAgentsRequest, _runtime_pb2.ListAgentsResponse]
+    GetCurrentAgent: _grpc.UnaryUnaryMultiCallable[_runtime_pb2.GetSessionRequest, _runtime_pb2.CurrentAgent]
+    ListPendingApprovals: _grpc.UnaryUnaryMultiCallable[_runtime_pb2.GetSessionRequest, _runtime_pb2.PendingApprovals]
+    """Tool approvals (from hitl) and plan approvals of a session."""
+    GetEventStats: _grpc.UnaryUnaryMultiCallable[_runtime_pb2.EventStatsRequest, _runtime_pb2.EventStats]
 
 @_typing.type_check_only
 class AgentRuntimeAsyncStub(AgentRuntimeStub):
@@ -52,6 +61,15 @@ class AgentRuntimeAsyncStub(AgentRuntimeStub):
     GetSession: _aio.UnaryUnaryMultiCallable[_runtime_pb2.GetSessionRequest, _runtime_pb2.Session]  # type: ignore[assignment]
     ListSessions: _aio.UnaryUnaryMultiCallable[_runtime_pb2.ListSessionsRequest, _runtime_pb2.ListSessionsResponse]  # type: ignore[assignment]
     GetHistory: _aio.UnaryUnaryMultiCallable[_runtime_pb2.GetHistoryRequest, _runtime_pb2.History]  # type: ignore[assignment]
+    DeleteSession: _aio.UnaryUnaryMultiCallable[_runtime_pb2.GetSessionRequest, _runtime_pb2.DeleteSessionResponse]  # type: ignore[assignment]
+    """Soft delete: the session disappears from queries; its rows stay for retention."""
+    Submit: _aio.UnaryUnaryMultiCallable[_runtime_pb2.SubmitRequest, _runtime_pb2.SubmitResponse]  # type: ignore[assignment]
+    """Accept one IDE message without holding a stream; events go to attached streams."""
+    ListAgents: _aio.UnaryUnaryMultiCallable[_runtime_pb2.ListAgentsRequest, _runtime_pb2.ListAgentsResponse]  # type: ignore[assignment]
+    GetCurrentAgent: _aio.UnaryUnaryMultiCallable[_runtime_pb2.GetSessionRequest, _runtime_pb2.CurrentAgent]  # type: ignore[assignment]
+    ListPendingApprovals: _aio.UnaryUnaryMultiCallable[_runtime_pb2.GetSessionRequest, _runtime_pb2.PendingApprovals]  # type: ignore[assignment]
+    """Tool approvals (from hitl) and plan approvals of a session."""
+    GetEventStats: _aio.UnaryUnaryMultiCallable[_runtime_pb2.EventStatsRequest, _runtime_pb2.EventStats]  # type: ignore[assignment]
 
 class AgentRuntimeServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -91,5 +109,50 @@ class AgentRuntimeServicer(metaclass=_abc_1.ABCMeta):
         request: _runtime_pb2.GetHistoryRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_runtime_pb2.History, _abc.Awaitable[_runtime_pb2.History]]: ...
+
+    @_abc_1.abstractmethod
+    def DeleteSession(
+        self,
+        request: _runtime_pb2.GetSessionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_runtime_pb2.DeleteSessionResponse, _abc.Awaitable[_runtime_pb2.DeleteSessionResponse]]:
+        """Soft delete: the session disappears from queries; its rows stay for retention."""
+
+    @_abc_1.abstractmethod
+    def Submit(
+        self,
+        request: _runtime_pb2.SubmitRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_runtime_pb2.SubmitResponse, _abc.Awaitable[_runtime_pb2.SubmitResponse]]:
+        """Accept one IDE message without holding a stream; events go to attached streams."""
+
+    @_abc_1.abstractmethod
+    def ListAgents(
+        self,
+        request: _runtime_pb2.ListAgentsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_runtime_pb2.ListAgentsResponse, _abc.Awaitable[_runtime_pb2.ListAgentsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def GetCurrentAgent(
+        self,
+        request: _runtime_pb2.GetSessionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_runtime_pb2.CurrentAgent, _abc.Awaitable[_runtime_pb2.CurrentAgent]]: ...
+
+    @_abc_1.abstractmethod
+    def ListPendingApprovals(
+        self,
+        request: _runtime_pb2.GetSessionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_runtime_pb2.PendingApprovals, _abc.Awaitable[_runtime_pb2.PendingApprovals]]:
+        """Tool approvals (from hitl) and plan approvals of a session."""
+
+    @_abc_1.abstractmethod
+    def GetEventStats(
+        self,
+        request: _runtime_pb2.EventStatsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_runtime_pb2.EventStats, _abc.Awaitable[_runtime_pb2.EventStats]]: ...
 
 def add_AgentRuntimeServicer_to_server(servicer: AgentRuntimeServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -104,6 +104,8 @@ class Settings:
     """HITL_ADDR."""
     llmproxy_addr: str = "127.0.0.1:50054"
     """LLMPROXY_ADDR."""
+    hitl_timeout: float = 300.0
+    """HITL_TIMEOUT: seconds a pending approval waits before it expires."""
     multi_agent_mode: bool = True
     """MULTI_AGENT_MODE."""
     agent_stream_timeout: float = 300.0
@@ -146,6 +148,7 @@ class Settings:
             toolsearch_addr=_address(env, "TOOLSEARCH_ADDR", cls.toolsearch_addr),
             hitl_addr=_address(env, "HITL_ADDR", cls.hitl_addr),
             llmproxy_addr=_address(env, "LLMPROXY_ADDR", cls.llmproxy_addr),
+            hitl_timeout=_number(env, "HITL_TIMEOUT", cls.hitl_timeout, minimum=0.1),
             multi_agent_mode=_bool(env, "MULTI_AGENT_MODE", cls.multi_agent_mode),
             agent_stream_timeout=_number(
                 env, "AGENT_STREAM_TIMEOUT", cls.agent_stream_timeout, minimum=1

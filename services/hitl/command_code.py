@@ -151,10 +151,10 @@ def _interpreter(ctx: Context, inv: Invocation, depth: int) -> None:
         inline_code(ctx, inv.key, scan.code, inv.display)
     elif scan.module[:1] == ("pip",):
         _package(ctx, Invocation("pip", scan.module[1:], inv.display), depth)
-    elif scan.script is not None and ctx.payload(scan.script):
-        ctx.flag(
-            "dangerous", f"{ctx.payload(scan.script)} executed by an interpreter: {inv.display}"
-        )
+    elif scan.script is not None and (payload := ctx.payload(scan.script)):
+        ctx.flag("dangerous", f"{payload} executed by an interpreter: {inv.display}")
+    if inv.key in _PACKAGE_SUBCOMMANDS:  # bun is both a runtime and a package manager
+        _package(ctx, inv, depth)
 
 
 def _powershell(ctx: Context, inv: Invocation, depth: int) -> None:

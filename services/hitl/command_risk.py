@@ -17,6 +17,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from services.hitl import command_rules as rules
 from services.hitl.command_code import (
     DOWNLOADERS,
     LANGS,
@@ -47,7 +48,6 @@ from services.hitl.command_parse import (
     render,
     substitution_ids,
 )
-from services.hitl.command_rules import PRIVILEGED, RULES, WRAPPERS, skip_wrapper, write_target
 
 __all__ = ["DEFAULT_SYSTEM_DIRS", "MAX_DEPTH", "CommandRisk", "Level", "analyse_command"]
 
@@ -81,19 +81,6 @@ class CommandRisk:
     @property
     def safe(self) -> bool:
         return self.level == "safe"
-
-
-def _env_split_string(words: list[str]) -> str | None:
-    """The ``-S``/``--split-string`` value among env's own options, if any."""
-    i = 1
-    while i < len(words) and (words[i].startswith("-") or "=" in words[i]):
-        word = words[i]
-        if word in ("-S", "--split-string"):
-            return words[i + 1] if i + 1 < len(words) else ""
-        if word.startswith(("-S", "--split-string=")):
-            return word.split("=", 1)[1] if word.startswith("--") else word[2:]
-        i += 2 if word in WRAPPERS["env"].arg_opts else 1
-    return None
 
 
 def _quote(word: str) -> str:
@@ -194,24 +181,24 @@ class _Analysis:
                 return None
             name = basename(words[0])
             key = rule_key(name)
-            if key in PRIVILEGED:
+            if key in rules.PRIVILEGED:
                 self.flag("dangerous", f"privilege escalation: {name}")
                 if key == "su":
                     code = option_value(words, frozenset({"-c", "--command"}))
                     if code:
                         self._code(code, depth + 1)
                     return None
-            split = _env_split_string(words) if key == "env" else None
+            split = rules.env_split_string(words) if key == "env" else None
             if split is not None:  # env -S 'cmd args': the command comes as one string
                 self._code(split, depth + 1)
                 return None
             if key == "command" and set(words[1:2]) & {"-v", "-V"}:
                 return None  # `command -v x` only looks x up
-            spec = PRIVILEGED.get(key) or WRAPPERS.get(key)
+            spec = rules.PRIVILEGED.get(key) or rules.WRAPPERS.get(key)
             if spec is None:
                 display = _shorten(" ".join(_quote(render(w, self.subs)) for w in words))
                 return Invocation(name, tuple(words[1:]), display, words[0])
-            words = skip_wrapper(words[1:], spec)
+            words = rules.skip_wrapper(words[1:], spec)
 
     def _invoke(self, inv: Invocation, depth: int) -> None:
         if substitution_ids(inv.argv0) or "$" in inv.argv0:
@@ -223,7 +210,7 @@ class _Analysis:
             return
         if any("/dev/tcp/" in a or "/dev/udp/" in a for a in inv.args):
             self.flag("dangerous", f"network connection through /dev/tcp: {inv.display}")
-        rule = RULES.get(inv.key)
+        rule = rules.RULES.get(inv.key)
         if rule is not None:
             rule(self, inv, depth)
 
@@ -232,7 +219,7 @@ class _Analysis:
         shown = f"{redirect.op} {target}"
         if redirect.op in OUTPUT_REDIRECTS or (redirect.op == ">&" and not target.isdigit()):
             if target != "-":
-                write_target(self, redirect.target, shown)
+                rules.write_target(self, redirect.target, shown)
         elif "/dev/tcp/" in target or "/dev/udp/" in target:
             self.flag("dangerous", f"network connection through /dev/tcp: {shown}")
         if inv is None or redirect.op not in ("<", "<<", "<<<") or not reads_code_from_stdin(inv):

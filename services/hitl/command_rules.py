@@ -26,7 +26,15 @@ from services.hitl.command_options import (
     short_flags,
 )
 
-__all__ = ["PRIVILEGED", "RULES", "WRAPPERS", "Wrapper", "skip_wrapper", "write_target"]
+__all__ = [
+    "PRIVILEGED",
+    "RULES",
+    "WRAPPERS",
+    "Wrapper",
+    "env_split_string",
+    "skip_wrapper",
+    "write_target",
+]
 
 _SIMPLE_DANGERS = {
     **dict.fromkeys(("shred", "wipefs", "blkdiscard"), "data wipe"),
@@ -124,6 +132,12 @@ def _copy_move(ctx: Context, inv: Invocation, depth: int) -> None:
         ctx.flag("dangerous", f"rsync deletes files: {inv.display}")
 
 
+def _create(ctx: Context, inv: Invocation, depth: int) -> None:
+    ops = operands(inv.args, frozenset({"-m", "--mode", "-r", "--reference", "-d", "-t"}))
+    if any(is_system_path(p, ctx.system_dirs) for p in ops):
+        ctx.flag("dangerous", f"writes into a system path: {inv.display}")
+
+
 def _tee(ctx: Context, inv: Invocation, depth: int) -> None:
     for path in operands(inv.args):
         write_target(ctx, path, inv.display)
@@ -206,6 +220,7 @@ def _build_rules() -> dict[str, Rule]:
     }
     groups: list[tuple[Rule, frozenset[str] | dict[str, str]]] = [
         (_permissions, frozenset({"chmod", "chown", "chgrp"})),
+        (_create, frozenset({"mkdir", "touch"})),
         (_copy_move, frozenset({"mv", "cp", "install", "ln", "rsync"})),
         (_simple_danger, _SIMPLE_DANGERS),
         (_system_change, _SYSTEM_CHANGES),
@@ -216,6 +231,9 @@ def _build_rules() -> dict[str, Rule]:
 
 
 RULES: dict[str, Rule] = _build_rules()
+
+
+# --- wrappers: commands whose real work is running the command that follows them -------
 
 
 @dataclass(frozen=True)
@@ -263,3 +281,16 @@ def skip_wrapper(words: list[str], spec: Wrapper) -> list[str]:
             break
         i += 2 if words[i] in spec.arg_opts else 1
     return words[i + spec.positional :]
+
+
+def env_split_string(words: list[str]) -> str | None:
+    """The ``-S``/``--split-string`` value among env's own options, if any."""
+    i = 1
+    while i < len(words) and (words[i].startswith("-") or "=" in words[i]):
+        word = words[i]
+        if word in ("-S", "--split-string"):
+            return words[i + 1] if i + 1 < len(words) else ""
+        if word.startswith(("-S", "--split-string=")):
+            return word.split("=", 1)[1] if word.startswith("--") else word[2:]
+        i += 2 if word in WRAPPERS["env"].arg_opts else 1
+    return None

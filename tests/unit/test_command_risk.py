@@ -8,7 +8,14 @@ import time
 
 import pytest
 
-from services.hitl.command_parse import CommandParseError, Redirect, SimpleCommand, parse, render
+from services.hitl.command_parse import (
+    CommandParseError,
+    Redirect,
+    SimpleCommand,
+    Substitution,
+    parse,
+    render,
+)
 from services.hitl.command_risk import MAX_COMMAND_LENGTH, MAX_DEPTH, CommandRisk, analyse_command
 
 # (command, fragment expected in one of the reasons)
@@ -149,6 +156,8 @@ DANGEROUS: list[tuple[str, str]] = [
     ("mv -t /etc app.conf", "writes into a system path"),
     ("mv ~ /tmp/home", "moves a critical path"),
     ("cp evil /etc/cron.d/evil", "writes into a system path"),
+    ("mkdir -p /usr/local/lib/x", "writes into a system path"),
+    ("touch /etc/nologin", "writes into a system path"),
     ("rsync -a --delete src/ backup/", "rsync deletes files"),
     # git
     ("git push --force", "force push"),
@@ -308,6 +317,16 @@ SAFE: list[str] = [
     "mv old_name.py new_name.py",
     "cp -r src backup",
     "echo hi >&2",
+    "ls -la /etc",
+    "cat /etc/os-release",
+    "git log --format='%H %s' | head -5",
+    "find . -name node_modules -prune -o -name '*.js' -print",
+    "cd /work/project && npm run test -- --watch=false",
+    "git reset --soft HEAD~1",
+    "git pull --rebase && git merge main",
+    "mkdir -p src/components && touch src/components/__init__.py",
+    "lsof -i :8000",
+    "python manage.py migrate",
     "",
     "   ",
 ]
@@ -435,11 +454,17 @@ def test_nesting_beyond_the_depth_limit_is_dangerous() -> None:
 
 
 @pytest.mark.parametrize(
-    "command",
-    ["$(" * 3000 + ")" * 3000, "(" * 5000, "`" * 4001, "|" * 5000, "a" * 50_000 + " ;" * 5000],
+    ("command", "level"),
+    [
+        ("$(" * 3000 + ")" * 3000, "dangerous"),  # nesting limit
+        ("`" * 4001, "dangerous"),  # unterminated backtick
+        ("(" * 5000, "safe"),  # runs nothing
+        ("|" * 5000, "safe"),
+        ("a" * 50_000 + " ;" * 5000, "safe"),
+    ],
 )
-def test_pathological_input_terminates_without_crashing(command: str) -> None:
-    assert isinstance(analyse_command(command), CommandRisk)
+def test_pathological_input_terminates_without_crashing(command: str, level: str) -> None:
+    assert analyse_command(command).level == level
 
 
 def test_deep_substitution_nesting_is_dangerous() -> None:
@@ -499,7 +524,7 @@ def test_parse_collects_redirects_and_drops_fd_numbers() -> None:
 
 
 def test_parse_extracts_substitutions_and_here_docs() -> None:
-    subs: list = []
+    subs: list[Substitution] = []
     (pipeline,) = parse('cat <<EOF "$(date)" <(ls)\nhello $(id)\nEOF', subs)
     assert [(s.kind, s.code) for s in subs] == [
         ("heredoc", "hello $(id)"),
