@@ -56,6 +56,8 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     INTERNAL_ERROR: _ErrorCode.ValueType  # 22
     SERVICE_UNAVAILABLE: _ErrorCode.ValueType  # 23
     TURN_IN_PROGRESS: _ErrorCode.ValueType  # 24
+    TOOL_CALL_NOT_FOUND: _ErrorCode.ValueType  # 25
+    CANCELLED: _ErrorCode.ValueType  # 26
 
 class ErrorCode(_ErrorCode, metaclass=_ErrorCodeEnumTypeWrapper):
     """Error codes of the spec (seed 000 section E, plus the stream/transport ones)."""
@@ -84,6 +86,8 @@ UNAUTHORIZED: ErrorCode.ValueType  # 21
 INTERNAL_ERROR: ErrorCode.ValueType  # 22
 SERVICE_UNAVAILABLE: ErrorCode.ValueType  # 23
 TURN_IN_PROGRESS: ErrorCode.ValueType  # 24
+TOOL_CALL_NOT_FOUND: ErrorCode.ValueType  # 25
+CANCELLED: ErrorCode.ValueType  # 26
 Global___ErrorCode: _TypeAlias = ErrorCode  # noqa: Y015
 
 class _Decision:

@@ -7,12 +7,17 @@ from services.common import db
 from services.common.runner import run_service
 from services.common.server import MeshServer, ServiceDeps, create_server
 from services.common.settings import Settings
+from services.hitl.approvals import Approvals
 from services.hitl.servicer import SERVICE_NAME, HitlServicer
+from services.hitl.store import SQL_DIR, ApprovalStore
+
+MIGRATIONS = (("hitl", SQL_DIR / "migrations"),)
 
 
 async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshServer, int]:
-    """The hitl server; it answers only while its database does."""
-    servicer = HitlServicer()
+    """The hitl server over ``pool``; it answers only while its database does."""
+    approvals = Approvals(ApprovalStore(pool), default_timeout=settings.hitl_timeout)
+    servicer = HitlServicer(approvals)
 
     async def database_answers() -> bool:
         return await db.ping(pool)
@@ -27,4 +32,4 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
 
 
 async def serve(settings: Settings) -> None:
-    await run_service("hitl", settings, settings.hitl_addr, build, ())
+    await run_service("hitl", settings, settings.hitl_addr, build, MIGRATIONS)

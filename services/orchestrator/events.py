@@ -48,3 +48,111 @@ def error(
     if call_id or plan_id or step_id:
         event.context.CopyFrom(pb.ErrorContext(call_id=call_id, plan_id=plan_id, step_id=step_id))
     return pb.ServerEvent(error=event)
+
+
+def assistant_content(content: str, agent: str, message_id: str) -> pb.ServerEvent:
+    """A whole assistant message (attempt_completion's result, a follow-up question)."""
+    return pb.ServerEvent(
+        assistant_message=pb.AssistantMessage(
+            content=content, is_final=True, agent=agent, message_id=message_id
+        )
+    )
+
+
+def tool_call(
+    call_id: str,
+    tool_name: str,
+    arguments: dict[str, Any],
+    *,
+    requires_approval: bool,
+    reason: str | None,
+    agent: str,
+    plan_id: str | None = None,
+    step_id: str | None = None,
+) -> pb.ServerEvent:
+    return pb.ServerEvent(
+        tool_call=pb.ToolCall(
+            call_id=call_id,
+            tool_name=tool_name,
+            arguments_json=json.dumps(arguments),
+            requires_approval=requires_approval,
+            reason=reason,
+            agent=agent,
+            plan_id=plan_id,
+            step_id=step_id,
+        )
+    )
+
+
+def agent_switched(
+    from_agent: str, to_agent: str, reason: str, confidence: str | None = None
+) -> pb.ServerEvent:
+    return pb.ServerEvent(
+        agent_switched=pb.AgentSwitched(
+            content=f"Switched to {to_agent} agent",
+            from_agent=from_agent,
+            to_agent=to_agent,
+            reason=reason,
+            confidence=confidence,
+        )
+    )
+
+
+def plan_approval_required(
+    plan_id: str, request_id: str, goal: str, subtasks: int, estimate: str
+) -> pb.ServerEvent:
+    return pb.ServerEvent(
+        plan_approval_required=pb.PlanApprovalRequired(
+            content="Plan requires your approval",
+            approval_request_id=request_id,
+            plan_id=plan_id,
+            plan_summary=pb.PlanSummary(
+                goal=goal, subtasks_count=subtasks, total_estimated_time=estimate
+            ),
+        )
+    )
+
+
+def plan_update(plan_id: str, steps: list[dict[str, Any]], current_step: str) -> pb.ServerEvent:
+    return pb.ServerEvent(
+        plan_update=pb.PlanUpdate(
+            plan_id=plan_id,
+            current_step=current_step,
+            steps=[
+                pb.PlanStep(id=s["id"], desc=s["desc"], status=s["status"], agent=s.get("agent"))
+                for s in steps
+            ],
+        )
+    )
+
+
+def plan_progress(plan_id: str, step_id: str, result: str, status: str) -> pb.ServerEvent:
+    return pb.ServerEvent(
+        plan_progress=pb.PlanProgress(
+            plan_id=plan_id, step_id=step_id, result=result, status=status
+        )
+    )
+
+
+def plan_rejected(plan_id: str, request_id: str, feedback: str | None) -> pb.ServerEvent:
+    return pb.ServerEvent(
+        plan_rejected=pb.PlanRejected(
+            content="Plan rejected",
+            plan_id=plan_id,
+            approval_request_id=request_id,
+            feedback=feedback,
+        )
+    )
+
+
+def agent_chain_update(
+    chain_id: str, agents: list[tuple[str, str, str]], current_agent: str
+) -> pb.ServerEvent:
+    """``agents``: (agent_id, role, status) in chain order."""
+    return pb.ServerEvent(
+        agent_chain_update=pb.AgentChainUpdate(
+            chain_id=chain_id,
+            current_agent=current_agent,
+            agents=[pb.ChainAgent(agent_id=a, role=r, status=s) for a, r, s in agents],
+        )
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from codelab.v1 import llmproxy_pb2_grpc
+from codelab.v1 import hitl_pb2_grpc, llmproxy_pb2_grpc, toolsearch_pb2_grpc
 from codelab.v1 import runtime_pb2_grpc as pb_grpc
 from services.common import db
 from services.common.channels import internal_channel
@@ -13,27 +13,55 @@ from services.common.runner import run_service
 from services.common.server import MeshServer, ServiceDeps, create_server
 from services.common.settings import Settings
 from services.orchestrator.hub import SessionHub
+from services.orchestrator.inputs import Inputs
+from services.orchestrator.ledger import Ledger
 from services.orchestrator.llm import LlmClient
+from services.orchestrator.loop import AgentLoop
+from services.orchestrator.mesh_clients import HitlClient, load_catalog
+from services.orchestrator.plans import PlanRunner
 from services.orchestrator.runtime import Runtime
 from services.orchestrator.servicer import SERVICE_NAME, AgentRuntimeServicer
 from services.orchestrator.store import SQL_DIR, SessionStore
-from services.orchestrator.turn import TurnRunner
+from services.orchestrator.templates import AgentRegistry, install_templates
+from services.orchestrator.toolbox import Toolbox
 
 MIGRATIONS = (("orchestrator", SQL_DIR / "migrations"),)
 
 
 async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshServer, int]:
-    """The orchestrator over ``pool``, calling llmproxy at LLMPROXY_ADDR."""
+    """The orchestrator over ``pool``, calling llmproxy, hitl and toolsearch."""
     key = settings.require_internal_key()
-    llm_channel = internal_channel(settings.llmproxy_addr, key)
+    channels = {
+        name: internal_channel(addr, key)
+        for name, addr in (
+            ("llmproxy", settings.llmproxy_addr),
+            ("hitl", settings.hitl_addr),
+            ("toolsearch", settings.toolsearch_addr),
+        )
+    }
     llm = LlmClient(
-        cast("llmproxy_pb2_grpc.LlmProxyAsyncStub", llmproxy_pb2_grpc.LlmProxyStub(llm_channel)),
+        cast(
+            "llmproxy_pb2_grpc.LlmProxyAsyncStub",
+            llmproxy_pb2_grpc.LlmProxyStub(channels["llmproxy"]),
+        ),
         deadline=settings.llm_timeout * (settings.llm_max_retries + 1) + 30,
     )
-    store = SessionStore(pool)
+    hitl = HitlClient(cast("hitl_pb2_grpc.HitlAsyncStub", hitl_pb2_grpc.HitlStub(channels["hitl"])))
+    toolsearch = cast(
+        "toolsearch_pb2_grpc.ToolSearchAsyncStub",
+        toolsearch_pb2_grpc.ToolSearchStub(channels["toolsearch"]),
+    )
+    agents = AgentRegistry(await install_templates(pool), settings.multi_agent_mode)
+    store, ledger = SessionStore(pool), Ledger(pool)
     hub = SessionHub(store)
-    runtime = Runtime(store, hub, TurnRunner(store, hub, llm))
-    servicer = AgentRuntimeServicer(runtime, hub, store)
+    loop = AgentLoop(
+        store, ledger, hub, llm, agents, Toolbox(lambda: load_catalog(toolsearch)), hitl
+    )
+    inputs = Inputs(loop, PlanRunner(loop))
+    runtime = Runtime(
+        store, hub, inputs, agents, hitl, sweep_every=min(1.0, settings.hitl_timeout / 4)
+    )
+    servicer = AgentRuntimeServicer(runtime, hub, store, ledger, agents, hitl)
 
     async def database_answers() -> bool:
         return await db.ping(pool)
@@ -42,11 +70,13 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         name="orchestrator",
         full_names=(SERVICE_NAME,),
         register=lambda server: pb_grpc.add_AgentRuntimeServicer_to_server(servicer, server),
-        probes=(database_answers, health_probe(llm_channel)),
+        probes=(database_answers, *(health_probe(c) for c in channels.values())),
     )
     server, port = create_server(settings, deps, address)
+    runtime.start()
     server.on_stop.append(runtime.close)
-    server.on_stop.append(lambda: llm_channel.close())
+    for channel in channels.values():
+        server.on_stop.append(channel.close)
     return server, port
 
 

@@ -16,8 +16,12 @@ from codelab.v1 import runtime_pb2_grpc as pb_grpc
 from services.common.logs import log_context
 from services.orchestrator.errors import MissingField
 from services.orchestrator.hub import SessionHub
+from services.orchestrator.ledger import Ledger
+from services.orchestrator.mesh_clients import HitlClient
+from services.orchestrator.plans import estimate
 from services.orchestrator.runtime import Runtime
 from services.orchestrator.store import SessionRow, SessionStore
+from services.orchestrator.templates import AgentRegistry, AgentTemplate
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["AgentRuntime"].full_name
 ATTACH_TIMEOUT = 30.0
@@ -39,10 +43,21 @@ def session_to_proto(row: SessionRow) -> pb.Session:
 class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
     """The IDE Stream and the session queries."""
 
-    def __init__(self, runtime: Runtime, hub: SessionHub, store: SessionStore) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        hub: SessionHub,
+        store: SessionStore,
+        ledger: Ledger,
+        agents: AgentRegistry,
+        hitl: HitlClient,
+    ) -> None:
         self.runtime = runtime
         self.hub = hub
         self.store = store
+        self.ledger = ledger
+        self.agents = agents
+        self.hitl = hitl
 
     async def Stream(
         self,
@@ -79,7 +94,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
     ) -> pb.Session:
         sid = request.session_id or f"session-{uuid.uuid4().hex}"
         row, _ = await self.store.ensure_session(
-            sid, request.user_id, request.title, request.system_prompt
+            sid, request.user_id, request.title, request.system_prompt, self.agents.entry
         )
         return session_to_proto(row)
 
@@ -119,3 +134,99 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
                     id=call["id"], name=call["name"], arguments_json=call["arguments"]
                 )
         return history
+
+    async def DeleteSession(
+        self, request: pb.GetSessionRequest, context: aio.ServicerContext[Any, Any]
+    ) -> pb.DeleteSessionResponse:
+        await self.store.get_session(request.session_id, request.user_id)
+        deleted = await self.store.soft_delete(request.session_id, request.user_id)
+        return pb.DeleteSessionResponse(session_id=request.session_id, deleted=deleted)
+
+    async def Submit(
+        self, request: pb.SubmitRequest, context: aio.ServicerContext[Any, Any]
+    ) -> pb.SubmitResponse:
+        if not request.session_id or not request.message.WhichOneof("message"):
+            raise MissingField("session_id and message are required")
+        await self.runtime.attach(request.session_id, request.user_id)
+        await self.runtime.submit(request.session_id, request.user_id, request.message)
+        return pb.SubmitResponse(status="accepted")
+
+    async def ListAgents(
+        self, request: pb.ListAgentsRequest, context: aio.ServicerContext[Any, Any]
+    ) -> pb.ListAgentsResponse:
+        return pb.ListAgentsResponse(agents=[agent_info(t) for t in self.agents.all()])
+
+    async def GetCurrentAgent(
+        self, request: pb.GetSessionRequest, context: aio.ServicerContext[Any, Any]
+    ) -> pb.CurrentAgent:
+        row = await self.store.get_session(request.session_id, request.user_id)
+        name = row.current_agent if self.agents.has(row.current_agent) else self.agents.entry
+        return pb.CurrentAgent(
+            session_id=row.session_id,
+            current_agent=name,
+            switch_count=row.switch_count,
+            last_switch_at=row.last_switch_at.isoformat() if row.last_switch_at else "",
+            agent=agent_info(self.agents.get(name)),
+        )
+
+    async def ListPendingApprovals(
+        self, request: pb.GetSessionRequest, context: aio.ServicerContext[Any, Any]
+    ) -> pb.PendingApprovals:
+        await self.store.get_session(request.session_id, request.user_id)
+        reply = pb.PendingApprovals(session_id=request.session_id)
+        open_calls = {
+            c.call_id
+            for c in await self.ledger.open_calls(request.session_id)
+            if c.state == "awaiting_approval"
+        }
+        for approval in await self.hitl.pending(request.session_id):
+            if approval.call_id not in open_calls:
+                continue  # cancelled in the runtime while hitl still had it pending
+            reply.pending_approvals.add(
+                type="tool_approval",
+                call_id=approval.call_id,
+                tool_name=approval.tool_name,
+                arguments_json=approval.arguments_json,
+                reason=approval.reason,
+                created_at=approval.created_at,
+                expires_at=approval.expires_at,
+                timeout_seconds=approval.timeout_seconds,
+            )
+        for plan in await self.ledger.pending_plans(request.session_id):
+            reply.pending_approvals.add(
+                type="plan_approval",
+                call_id=plan.call_id,
+                approval_request_id=plan.approval_request_id,
+                plan_id=plan.plan_id,
+                reason="plan approval",
+                created_at=plan.created_at.isoformat() if plan.created_at else "",
+                plan_summary=common.PlanSummary(
+                    goal=plan.goal,
+                    subtasks_count=len(plan.steps),
+                    total_estimated_time=estimate(plan.steps),
+                ),
+            )
+        return reply
+
+    async def GetEventStats(
+        self, request: pb.EventStatsRequest, context: aio.ServicerContext[Any, Any]
+    ) -> pb.EventStats:
+        totals, by_type = await self.store.event_stats()
+        return pb.EventStats(
+            total_events=totals.get("total_events", 0),
+            events_by_type=by_type,
+            sessions=totals.get("sessions", 0),
+            active_sessions=totals.get("active_sessions", 0),
+            agent_switches=totals.get("agent_switches", 0),
+        )
+
+
+def agent_info(template: AgentTemplate) -> pb.AgentInfo:
+    return pb.AgentInfo(
+        agent_type=template.name,
+        name=template.display_name,
+        description=template.description,
+        allowed_tools=list(template.allowed_tools),
+        file_restrictions=list(template.file_restrictions),
+        has_file_restrictions=bool(template.file_restrictions),
+    )

@@ -34,6 +34,8 @@ class SessionRow:
     last_activity: dt.datetime
     message_count: int
     deleted: bool = False
+    switch_count: int = 0
+    last_switch_at: dt.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -59,11 +61,13 @@ def _session(row: asyncpg.Record) -> SessionRow:
         last_activity=row["last_activity"],
         message_count=row["message_count"],
         deleted=row["deleted_at"] is not None,
+        switch_count=row["switch_count"],
+        last_switch_at=row["last_switch_at"],
     )
 
 
 @asynccontextmanager
-async def _db(action: str, code: str) -> AsyncIterator[None]:
+async def db_errors(action: str, code: str) -> AsyncIterator[None]:
     """Turn driver errors into DatabaseError with the spec's code."""
     try:
         yield
@@ -78,30 +82,35 @@ class SessionStore:
         self.pool = pool
 
     async def ensure_session(
-        self, session_id: str, user_id: str = "", title: str = "", system_prompt: str = ""
+        self,
+        session_id: str,
+        user_id: str = "",
+        title: str = "",
+        system_prompt: str = "",
+        agent: str = "orchestrator",
     ) -> tuple[SessionRow, bool]:
         """The session, created when missing; (row, created). Another user's: not found."""
-        async with _db("create session", "DB_WRITE_ERROR"):
+        async with db_errors("create session", "DB_WRITE_ERROR"):
             created = await self.pool.fetchval(
-                QUERIES["upsert_session"], session_id, user_id, title, system_prompt
+                QUERIES["upsert_session"], session_id, user_id, title, system_prompt, agent
             )
         row = await self.get_session(session_id, user_id)
         return row, created is not None
 
     async def get_session(self, session_id: str, user_id: str = "") -> SessionRow:
-        async with _db("read session", "DB_READ_ERROR"):
+        async with db_errors("read session", "DB_READ_ERROR"):
             row = await self.pool.fetchrow(QUERIES["get_session"], session_id)
         if row is None or row["deleted_at"] is not None or (user_id and row["user_id"] != user_id):
             raise SessionNotFound(f"Session not found: {session_id}", session_id=session_id)
         return _session(row)
 
     async def list_sessions(self, user_id: str = "", limit: int = 100) -> list[SessionRow]:
-        async with _db("list sessions", "DB_READ_ERROR"):
+        async with db_errors("list sessions", "DB_READ_ERROR"):
             rows = await self.pool.fetch(QUERIES["list_sessions"], user_id, limit)
         return [_session(r) for r in rows]
 
     async def add_message(self, session_id: str, message: StoredMessage) -> None:
-        async with _db("save message", "DB_WRITE_ERROR"):
+        async with db_errors("save message", "DB_WRITE_ERROR"):
             await self.pool.fetchrow(
                 QUERIES["add_message"],
                 session_id,
@@ -113,12 +122,12 @@ class SessionStore:
             )
 
     async def history(self, session_id: str) -> list[StoredMessage]:
-        async with _db("read history", "DB_READ_ERROR"):
+        async with db_errors("read history", "DB_READ_ERROR"):
             rows = await self.pool.fetch(QUERIES["history"], session_id)
         return [StoredMessage(**dict(r)) for r in rows]
 
     async def last_seq(self, session_id: str) -> int:
-        async with _db("read events", "DB_READ_ERROR"):
+        async with db_errors("read events", "DB_READ_ERROR"):
             value = await self.pool.fetchval(QUERIES["last_seq"], session_id)
         return int(value)
 
@@ -126,7 +135,7 @@ class SessionStore:
         self, session_id: str, events: Sequence[tuple[int, str, bytes]]
     ) -> None:
         """Commit (seq, type, serialized event) rows in one statement."""
-        async with _db("save events", "DB_WRITE_ERROR"):
+        async with db_errors("save events", "DB_WRITE_ERROR"):
             await self.pool.execute(
                 QUERIES["append_events"],
                 session_id,
@@ -138,6 +147,18 @@ class SessionStore:
     async def events_after(
         self, session_id: str, after: int, limit: int = 1000
     ) -> list[tuple[int, bytes]]:
-        async with _db("read events", "DB_READ_ERROR"):
+        async with db_errors("read events", "DB_READ_ERROR"):
             rows = await self.pool.fetch(QUERIES["events_after"], session_id, after, limit)
         return [(r["seq"], bytes(r["event"])) for r in rows]
+
+    async def soft_delete(self, session_id: str, user_id: str = "") -> bool:
+        async with db_errors("delete session", "DB_WRITE_ERROR"):
+            deleted = await self.pool.fetchval(QUERIES["soft_delete_session"], session_id, user_id)
+        return deleted is not None
+
+    async def event_stats(self) -> tuple[dict[str, int], dict[str, int]]:
+        """(totals, events by type)."""
+        async with db_errors("read stats", "DB_READ_ERROR"):
+            totals = await self.pool.fetchrow(QUERIES["event_stats"])
+            by_type = await self.pool.fetch(QUERIES["events_by_type"])
+        return dict(totals or {}), {r["type"]: r["n"] for r in by_type}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -15,7 +16,14 @@ from services.common.asgi import running_asgi
 from services.common.settings import SettingsError
 from services.gateway.app import create_app
 from services.gateway.auth import check_bind
-from tests.support.mesh import Mesh
+from tests.support.mesh import Mesh, running_mesh
+
+
+@pytest.fixture
+async def mesh(database_url: str) -> AsyncIterator[Mesh]:
+    """Single-agent mode: these tests are about transport, not routing."""
+    async with running_mesh(database_url, multi_agent_mode=False) as running:
+        yield running
 
 
 async def receive_until_done(ws: Any) -> list[dict[str, Any]]:

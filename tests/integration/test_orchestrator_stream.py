@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 
 import grpc
 import pytest
@@ -11,7 +12,14 @@ import pytest
 from codelab.v1 import common_pb2 as pb
 from codelab.v1 import runtime_pb2
 from services.common.channels import error_code
-from tests.support.mesh import Mesh
+from tests.support.mesh import Mesh, running_mesh
+
+
+@pytest.fixture
+async def mesh(database_url: str) -> AsyncIterator[Mesh]:
+    """Single-agent mode: these tests are about transport, not routing."""
+    async with running_mesh(database_url, multi_agent_mode=False) as running:
+        yield running
 
 
 def user(text: str) -> pb.ClientMessage:

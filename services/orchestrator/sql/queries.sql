@@ -1,12 +1,12 @@
 -- name: upsert_session
-insert into orchestrator.sessions (session_id, user_id, title, system_prompt)
-values ($1, $2, $3, $4)
+insert into orchestrator.sessions (session_id, user_id, title, system_prompt, current_agent)
+values ($1, $2, $3, $4, $5)
 on conflict (session_id) do nothing
 returning session_id;
 
 -- name: get_session
 select s.session_id, s.user_id, s.title, s.system_prompt, s.current_agent,
-       s.created_at, s.last_activity, s.deleted_at,
+       s.created_at, s.last_activity, s.deleted_at, s.switch_count, s.last_switch_at,
        (select count(*) from orchestrator.messages m where m.session_id = s.session_id)::int
            as message_count
 from orchestrator.sessions s
@@ -14,7 +14,7 @@ where s.session_id = $1;
 
 -- name: list_sessions
 select s.session_id, s.user_id, s.title, s.system_prompt, s.current_agent,
-       s.created_at, s.last_activity, s.deleted_at,
+       s.created_at, s.last_activity, s.deleted_at, s.switch_count, s.last_switch_at,
        (select count(*) from orchestrator.messages m where m.session_id = s.session_id)::int
            as message_count
 from orchestrator.sessions s
@@ -50,3 +50,116 @@ select seq, event from orchestrator.events
 where session_id = $1 and seq > $2
 order by seq
 limit $3;
+
+-- name: upsert_template
+-- A new version only when the definition changed.
+insert into orchestrator.agent_templates (name, version, definition)
+select $1, coalesce(max(version), 0) + 1, $2::jsonb
+from orchestrator.agent_templates
+where name = $1
+having coalesce((
+    select definition = $2::jsonb from orchestrator.agent_templates
+    where name = $1 order by version desc limit 1
+), false) = false;
+
+-- name: latest_templates
+select distinct on (name) name, version, definition
+from orchestrator.agent_templates
+where active
+order by name, version desc;
+
+-- name: record_switch
+with s as (
+    update orchestrator.sessions
+    set current_agent = $3, switch_count = switch_count + 1, last_switch_at = now()
+    where session_id = $1
+)
+insert into orchestrator.agent_switches (session_id, from_agent, to_agent, reason, confidence, method)
+values ($1, $2, $3, $4, $5, $6);
+
+-- name: session_agent
+select current_agent, switch_count, last_switch_at
+from orchestrator.sessions where session_id = $1;
+
+-- name: soft_delete_session
+update orchestrator.sessions set deleted_at = now()
+where session_id = $1 and deleted_at is null and ($2 = '' or user_id = $2)
+returning session_id;
+
+-- name: propose_call
+insert into orchestrator.tool_calls
+    (call_id, session_id, agent, tool_name, arguments, executor, state, plan_id, step_id)
+values ($1, $2, $3, $4, $5, $6, 'proposed', $7, $8)
+on conflict (call_id) do nothing;
+
+-- name: next_open_call
+select call_id, session_id, agent, tool_name, arguments, executor, state, requires_approval,
+       reason, plan_id, step_id
+from orchestrator.tool_calls
+where session_id = $1
+  and state not in ('completed', 'failed', 'cancelled', 'rejected', 'expired')
+order by position
+limit 1;
+
+-- name: get_call
+select call_id, session_id, agent, tool_name, arguments, executor, state, requires_approval,
+       reason, plan_id, step_id
+from orchestrator.tool_calls
+where call_id = $1 and session_id = $2;
+
+-- name: set_call_state
+update orchestrator.tool_calls
+set state = $3, arguments = coalesce($4, arguments), reason = coalesce($5, reason),
+    requires_approval = coalesce($6, requires_approval), result = coalesce($7, result),
+    updated_at = now()
+where call_id = $1 and session_id = $2
+returning call_id;
+
+-- name: open_calls
+select call_id, session_id, agent, tool_name, arguments, executor, state, requires_approval,
+       reason, plan_id, step_id
+from orchestrator.tool_calls
+where session_id = $1
+  and state not in ('completed', 'failed', 'cancelled', 'rejected', 'expired')
+order by position;
+
+-- name: create_plan
+insert into orchestrator.plans
+    (plan_id, session_id, approval_request_id, call_id, planner, goal, steps, status)
+values ($1, $2, $3, $4, $5, $6, $7, 'awaiting_approval');
+
+-- name: get_plan_by_request
+select plan_id, session_id, approval_request_id, call_id, planner, goal, steps, status,
+       current_step, created_at
+from orchestrator.plans
+where approval_request_id = $1 and session_id = $2;
+
+-- name: running_plan
+select plan_id, session_id, approval_request_id, call_id, planner, goal, steps, status,
+       current_step, created_at
+from orchestrator.plans
+where session_id = $1 and status = 'running'
+order by created_at desc
+limit 1;
+
+-- name: pending_plans
+select plan_id, session_id, approval_request_id, call_id, planner, goal, steps, status,
+       current_step, created_at
+from orchestrator.plans
+where session_id = $1 and status = 'awaiting_approval'
+order by created_at;
+
+-- name: update_plan
+update orchestrator.plans
+set status = $2, steps = $3, current_step = $4, updated_at = now()
+where plan_id = $1;
+
+-- name: event_stats
+select (select count(*) from orchestrator.events) as total_events,
+       (select count(*) from orchestrator.sessions) as sessions,
+       (select count(*) from orchestrator.sessions where deleted_at is null
+           and last_activity > now() - interval '1 hour') as active_sessions,
+       (select count(*) from orchestrator.agent_switches) as agent_switches;
+
+-- name: events_by_type
+select type, count(*) as n from orchestrator.events group by type;

@@ -1,0 +1,233 @@
+"""What each IDE message does to a session: routing, tool results, decisions, cancel.
+
+Every handler ends with the runtime waiting (a ``done`` event), directly or through
+the agent loop, so an SSE client always sees its stream close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+from codelab.v1 import common_pb2 as pb
+from services.common.errors import ServiceError
+from services.orchestrator import events
+from services.orchestrator.arguments import validate_arguments
+from services.orchestrator.file_rules import check_paths
+from services.orchestrator.ledger import LedgerCall
+from services.orchestrator.llm import TextPiece
+from services.orchestrator.loop import AgentLoop, Budget
+from services.orchestrator.mesh_clients import Expired, MeshCallFailed
+from services.orchestrator.plans import PlanRunner
+from services.orchestrator.routing import (
+    SPECIALISTS,
+    Classification,
+    classification_prompt,
+    keyword_classification,
+    parse_classification,
+)
+from services.orchestrator.store import StoredMessage
+from services.orchestrator.templates import ORCHESTRATOR
+
+log = logging.getLogger(__name__)
+
+CLASSIFY_SECONDS = 20.0
+FINISHED = ("completed", "failed")
+CLOSED = ("cancelled", "expired", "rejected")
+
+
+class Inputs:
+    """Applies client messages to sessions through the agent loop."""
+
+    def __init__(self, loop: AgentLoop, plans: PlanRunner) -> None:
+        self.loop = loop
+        self.plans = plans
+
+    async def fail(self, sid: str, code: str, message: str, call_id: str | None = None) -> None:
+        await self.loop.emit(
+            sid, events.error(code, message, call_id=call_id), events.done("error")
+        )
+
+    async def classify(self, sid: str, content: str) -> Classification:
+        """The LLM's choice (JSON, temperature 0.3); keywords when it fails or talks nonsense."""
+        allowed = [a for a in SPECIALISTS if self.loop.agents.has(a)]
+        request = [StoredMessage("user", classification_prompt(content))]
+        try:
+            async with asyncio.timeout(CLASSIFY_SECONDS):
+                text = "".join(
+                    [
+                        piece.text
+                        async for piece in self.loop.llm.complete(
+                            sid, request, purpose="classification", temperature=0.3, max_tokens=200
+                        )
+                        if isinstance(piece, TextPiece)
+                    ]
+                )
+            parsed = parse_classification(text, allowed)
+        except (TimeoutError, ServiceError) as error:
+            log.warning("routing by keywords", extra={"fields": {"err": str(error)}})
+            parsed = None
+        return parsed or keyword_classification(content)
+
+    async def user_message(self, sid: str, message: pb.UserMessage) -> None:
+        loop = self.loop
+        if not message.content.strip():
+            await self.fail(sid, "MISSING_REQUIRED_FIELD", "user_message needs content")
+            return
+        # A new message while calls wait: they will never run; close them so the
+        # history stays valid (every tool call answered) before the user speaks.
+        await loop.close_open_calls(sid, "Cancelled: the user sent a new message instead.")
+        await self.plans.cancel_running(sid)
+        await loop.store.add_message(sid, StoredMessage("user", message.content))
+        loop.budgets[sid] = Budget()
+        current = (await loop.store.get_session(sid)).current_agent
+        if not loop.agents.multi_agent_mode:
+            await loop.switch(sid, loop.agents.entry, "single-agent mode", method="mode")
+        elif message.HasField("agent_type") and message.agent_type:
+            await loop.switch(sid, message.agent_type, "requested by the user", method="explicit")
+        elif current == ORCHESTRATOR or not loop.agents.has(current):
+            choice = await self.classify(sid, message.content)
+            await loop.switch(
+                sid,
+                choice.agent,
+                choice.reason or f"routed by {choice.method}",
+                choice.confidence,
+                choice.method,
+            )
+        await loop.advance(sid)
+
+    async def switch_agent(self, sid: str, message: pb.SwitchAgent) -> None:
+        if not self.loop.agents.has(message.agent_type):
+            await self.fail(
+                sid, "AGENT_NOT_FOUND", f"agent {message.agent_type!r} is not available"
+            )
+            return
+        reason = message.reason if message.HasField("reason") else "User requested"
+        await self.loop.switch(sid, message.agent_type, reason, method="explicit")
+        if message.content.strip():
+            await self.loop.close_open_calls(sid, "Cancelled: the user switched agents.")
+            await self.loop.store.add_message(sid, StoredMessage("user", message.content))
+            self.loop.budgets[sid] = Budget()
+            await self.loop.advance(sid)
+        else:
+            await self.loop.emit(sid, events.done("completed"))
+
+    async def tool_result(self, sid: str, result: pb.ToolResult) -> None:
+        call = await self.loop.ledger.get(sid, result.call_id)
+        if call is None:
+            await self.fail(
+                sid, "TOOL_CALL_NOT_FOUND", f"no tool call {result.call_id}", result.call_id
+            )
+            return
+        if call.state in FINISHED:
+            await self.loop.emit(sid, events.done("duplicate"))
+            return
+        if call.state in CLOSED:
+            await self.fail(
+                sid,
+                "HITL_TIMEOUT" if call.state == "expired" else "CANCELLED",
+                f"tool call {call.call_id} was {call.state}; its result is ignored",
+                call.call_id,
+            )
+            return
+        if call.state != "dispatched":
+            await self.fail(
+                sid,
+                "TOOL_VALIDATION_ERROR",
+                f"tool call {call.call_id} is {call.state}, not dispatched",
+                call.call_id,
+            )
+            return
+        if result.HasField("error") and result.error:
+            await self.loop.complete(call, f"Error from the IDE: {result.error}", "failed")
+        else:
+            content = result.result_json if result.HasField("result_json") else "null"
+            await self.loop.complete(call, content)
+        await self.loop.advance(sid)
+
+    async def hitl_decision(self, sid: str, user_id: str, decision: pb.HitlDecision) -> None:
+        loop = self.loop
+        call = await loop.ledger.get(sid, decision.call_id)
+        if call is None or call.tool_name == "create_plan":
+            await self.fail(
+                sid,
+                "PENDING_APPROVAL_NOT_FOUND",
+                f"no pending approval for call {decision.call_id}",
+                decision.call_id,
+            )
+            return
+        modified = None
+        if decision.decision == pb.DECISION_EDIT and decision.HasField("modified_arguments_json"):
+            modified = json.loads(decision.modified_arguments_json)
+            problem = await self.edited_problem(call, modified)
+            if problem is not None:
+                await loop.emit(
+                    sid,
+                    events.error(problem[0], problem[1], call_id=call.call_id),
+                    events.done("awaiting_approval"),
+                )
+                return
+        feedback = decision.feedback if decision.HasField("feedback") else None
+        try:
+            decided = await loop.hitl.decide(
+                sid, call.call_id, decision.decision, modified, feedback, user_id
+            )
+        except MeshCallFailed as failure:
+            await self.fail(sid, failure.code, failure.message, call.call_id)
+            return
+        if call.state != "awaiting_approval":  # a retried decision: hitl applied it once
+            await loop.emit(sid, events.done("duplicate"))
+            return
+        if decided.decision == "reject":
+            note = f" Feedback: {decided.feedback}" if decided.feedback else ""
+            await loop.complete(
+                call, "The user rejected this tool call; it was not run." + note, "rejected"
+            )
+            await loop.advance(sid)
+            return
+        state = "edited" if decided.decision == "edit" else "approved"
+        await loop.ledger.set_state(call, state, arguments=decided.arguments)
+        reason = "approved by the user" if state == "approved" else "edited by the user"
+        await loop.dispatch(call, decided.arguments, reason)
+
+    async def edited_problem(
+        self, call: LedgerCall, arguments: dict[str, object]
+    ) -> tuple[str, str] | None:
+        """Edited arguments pass the same schema and file rules as the model's."""
+        template = self.loop.agents.get(call.agent)
+        spec = await self.loop.toolbox.spec_for(template, call.tool_name)
+        if spec is None:
+            return "TOOL_VALIDATION_ERROR", f"{call.tool_name} is not allowed"
+        check = validate_arguments(call.tool_name, json.dumps(arguments), spec.parameters)
+        if not check.ok:
+            return "INVALID_DECISION", check.problem or "invalid edited arguments"
+        paths = check_paths(call.tool_name, check.arguments, template.file_restrictions)
+        if not paths.ok:
+            return paths.code or "FILE_RESTRICTION_ERROR", paths.message or "path refused"
+        return None
+
+    async def cancelled(self, sid: str) -> None:
+        """After a cancel: answer every open call and stop any plan."""
+        await self.loop.close_open_calls(sid, "Cancelled by the user.")
+        await self.plans.cancel_running(sid)
+        await self.loop.emit(sid, events.done("cancelled"))
+
+    async def expired(self, item: Expired) -> None:
+        """hitl expired an approval: the model is told and goes on."""
+        call = await self.loop.ledger.get(item.session_id, item.call_id)
+        if call is None or call.state != "awaiting_approval":
+            return
+        await self.loop.complete(
+            call,
+            f"No decision within {item.timeout_seconds} s: the approval expired "
+            "(HITL_TIMEOUT) and the call was not run.",
+            "expired",
+        )
+        await self.loop.emit(
+            item.session_id,
+            events.error(
+                "HITL_TIMEOUT", f"approval for {call.tool_name} expired", call_id=call.call_id
+            ),
+        )
+        await self.loop.advance(item.session_id)

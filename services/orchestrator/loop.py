@@ -1,0 +1,411 @@
+"""The agent loop: model -> tool calls -> IDE / human -> model, driven from persisted state.
+
+``advance`` looks at the session's ledger: an open call is processed or waited on; with
+none open the current agent's model is asked. It returns when the runtime waits for
+someone (``done`` sent) or the task finished. Every step is committed before the next,
+so a message arriving later (or at another process) resumes exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from services.common.errors import ServiceError
+from services.orchestrator import events
+from services.orchestrator.arguments import validate_arguments
+from services.orchestrator.file_rules import check_paths
+from services.orchestrator.hub import SessionHub
+from services.orchestrator.ledger import Ledger, LedgerCall
+from services.orchestrator.llm import LlmClient, ModelToolCall, TextPiece
+from services.orchestrator.local_tools import run_local_tool
+from services.orchestrator.mesh_clients import HitlClient
+from services.orchestrator.store import SessionRow, SessionStore, StoredMessage
+from services.orchestrator.templates import ORCHESTRATOR, AgentRegistry, AgentTemplate
+from services.orchestrator.toolbox import SWITCH_AGENT, Toolbox
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Budget:
+    """Per-turn counters against the template's execution policy."""
+
+    iterations: int = 0
+    tool_calls: int = 0
+    invalid: int = 0
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:24]}"
+
+
+class AgentLoop:
+    """Runs sessions forward; one instance per orchestrator process."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        ledger: Ledger,
+        hub: SessionHub,
+        llm: LlmClient,
+        agents: AgentRegistry,
+        toolbox: Toolbox,
+        hitl: HitlClient,
+    ) -> None:
+        self.store = store
+        self.ledger = ledger
+        self.hub = hub
+        self.llm = llm
+        self.agents = agents
+        self.toolbox = toolbox
+        self.hitl = hitl
+        self.budgets: dict[str, Budget] = {}
+        # Set by the plan runner: called when an agent finishes while a plan runs.
+        self.plans: Any = None
+
+    async def emit(self, sid: str, *items: Any) -> None:
+        for item in items:
+            await self.hub.emit(sid, item)
+
+    async def current(self, sid: str) -> AgentTemplate:
+        session = await self.store.get_session(sid)
+        return self.agents.get(
+            session.current_agent if self.agents.has(session.current_agent) else self.agents.entry
+        )
+
+    async def switch(
+        self,
+        sid: str,
+        to_agent: str,
+        reason: str,
+        confidence: str | None = None,
+        method: str = "",
+    ) -> None:
+        """Make ``to_agent`` current: recorded, then announced."""
+        session = await self.store.get_session(sid)
+        if session.current_agent == to_agent:
+            return
+        self.agents.get(to_agent)
+        await self.ledger.record_switch(
+            sid, session.current_agent, to_agent, reason, confidence, method
+        )
+        await self.emit(
+            sid, events.agent_switched(session.current_agent, to_agent, reason, confidence)
+        )
+
+    async def advance(self, sid: str) -> None:
+        """Run the session until it waits for the IDE or a human, or the task ends."""
+        budget = self.budgets.setdefault(sid, Budget())
+        try:
+            while True:
+                call = await self.ledger.next_open(sid)
+                if call is not None:
+                    if call.state in ("awaiting_approval", "dispatched"):
+                        return
+                    if call.state in ("approved", "edited"):
+                        await self.dispatch(call, call.arguments, reason=call.reason)
+                        return
+                    if await self.process(call, budget):
+                        return
+                    continue
+                template = await self.current(sid)
+                if budget.iterations >= template.max_iterations:
+                    await self.emit(
+                        sid,
+                        events.error(
+                            "TOOL_VALIDATION_ERROR",
+                            f"{template.name} stopped after {template.max_iterations} model calls",
+                        ),
+                        events.done("error"),
+                    )
+                    return
+                budget.iterations += 1
+                answer = await self.model_step(sid, template)
+                if answer is None:
+                    continue
+                if self.plans is not None and await self.plans.agent_finished(sid, answer):
+                    continue
+                await self.finish(sid, template)
+                return
+        except ServiceError as failure:
+            if self.plans is not None:
+                await self.plans.fail_running(sid, failure.message)
+            await self.emit(
+                sid,
+                events.error(failure.code, failure.message, failure.details),
+                events.done("error"),
+            )
+
+    async def model_step(self, sid: str, template: AgentTemplate) -> str | None:
+        """Ask the model; stream its text. Returns the answer, or None when it called tools."""
+        session = await self.store.get_session(sid)
+        history = await self.store.history(sid)
+        tools = await self.toolbox.offered(template)
+        message_id = new_id("msg")
+        parts: list[str] = []
+        calls: list[ModelToolCall] = []
+
+        def said() -> str:
+            return "".join(parts)
+
+        try:
+            async for output in self.llm.complete(
+                sid,
+                self.prompt(template, session, history),
+                tools=[t.as_function() for t in tools],
+                temperature=template.temperature,
+                max_tokens=template.max_tokens,
+                model=template.model,
+            ):
+                if isinstance(output, TextPiece) and output.text:
+                    parts.append(output.text)
+                    await self.hub.emit(
+                        sid, events.assistant_token(output.text, template.name, message_id)
+                    )
+                elif isinstance(output, ModelToolCall):
+                    calls.append(output)
+        except asyncio.CancelledError:
+            if parts:  # what the user saw stays in the history, even while cancelling
+                await asyncio.shield(
+                    self.store.add_message(
+                        sid, StoredMessage("assistant", said(), name=template.name)
+                    )
+                )
+            raise
+        except ServiceError:
+            if parts:
+                await self.store.add_message(
+                    sid, StoredMessage("assistant", said(), name=template.name)
+                )
+            raise
+        if parts:
+            await self.hub.emit(sid, events.assistant_final(template.name, message_id))
+        if not calls:
+            await self.store.add_message(
+                sid, StoredMessage("assistant", said(), name=template.name)
+            )
+            return said()
+        plan = await self.ledger.running_plan(sid)
+        step_id = plan.steps[plan.current_step]["id"] if plan else None
+        proposed = [(new_id("call"), c) for c in calls]
+        await self.store.add_message(
+            sid,
+            StoredMessage(
+                "assistant",
+                said(),
+                name=template.name,
+                tool_calls=[
+                    {"id": cid, "name": c.name, "arguments": c.arguments_json}
+                    for cid, c in proposed
+                ],
+            ),
+        )
+        for cid, c in proposed:
+            await self.ledger.propose(
+                LedgerCall(
+                    call_id=cid,
+                    session_id=sid,
+                    agent=template.name,
+                    tool_name=c.name,
+                    arguments=c.arguments_json,
+                    executor="",
+                    state="proposed",
+                    plan_id=plan.plan_id if plan else None,
+                    step_id=step_id,
+                )
+            )
+        return None
+
+    def prompt(
+        self, template: AgentTemplate, session: SessionRow, history: list[StoredMessage]
+    ) -> list[StoredMessage]:
+        system = template.system_prompt
+        if session.system_prompt:
+            system += "\n\n" + session.system_prompt
+        return [StoredMessage("system", system), *history]
+
+    async def process(self, call: LedgerCall, budget: Budget) -> bool:
+        """Validate and route one proposed call; True when the session now waits."""
+        sid = call.session_id
+        template = self.agents.get(call.agent)
+        budget.tool_calls += 1
+        if budget.tool_calls > template.max_tool_calls:
+            return await self.refuse(
+                call,
+                budget,
+                "TOOL_VALIDATION_ERROR",
+                f"tool call limit ({template.max_tool_calls}) reached",
+                fatal=True,
+            )
+        spec = await self.toolbox.spec_for(template, call.tool_name)
+        if spec is None:
+            return await self.refuse(
+                call,
+                budget,
+                "TOOL_VALIDATION_ERROR",
+                f"Tool {call.tool_name} is not allowed for the {template.name} agent",
+            )
+        raw = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
+        check = validate_arguments(call.tool_name, raw, spec.parameters)
+        if not check.ok:
+            return await self.refuse(call, budget, None, check.problem or "invalid arguments")
+        paths = check_paths(call.tool_name, check.arguments, template.file_restrictions)
+        if not paths.ok:
+            return await self.refuse(
+                call,
+                budget,
+                paths.code or "FILE_RESTRICTION_ERROR",
+                paths.message or "path refused",
+            )
+        arguments = paths.normalised
+        if spec.executor == "system":
+            return await self.system_tool(call, template, arguments)
+        if spec.executor == "local":
+            result = run_local_tool(call.tool_name, arguments)
+            await self.complete(call, result.content, "completed" if result.ok else "failed")
+            return False
+        verdict = await self.hitl.evaluate(
+            sid, template.name, call.tool_name, arguments, template.hitl
+        )
+        if verdict.requires_approval:
+            await self.hitl.create_approval(
+                sid,
+                call.call_id,
+                template.name,
+                call.tool_name,
+                arguments,
+                verdict,
+                call.plan_id,
+                call.step_id,
+            )
+            await self.ledger.set_state(
+                call,
+                "awaiting_approval",
+                arguments=arguments,
+                reason=verdict.reason,
+                requires_approval=True,
+            )
+            await self.emit(
+                sid,
+                self.tool_call_event(call, arguments, True, verdict.reason),
+                events.done("awaiting_approval"),
+            )
+            return True
+        await self.dispatch(call, arguments, reason=None)
+        return True
+
+    def tool_call_event(
+        self, call: LedgerCall, arguments: dict[str, Any], approval: bool, reason: str | None
+    ) -> Any:
+        return events.tool_call(
+            call.call_id,
+            call.tool_name,
+            arguments,
+            requires_approval=approval,
+            reason=reason,
+            agent=call.agent,
+            plan_id=call.plan_id,
+            step_id=call.step_id,
+        )
+
+    async def dispatch(
+        self, call: LedgerCall, arguments: dict[str, Any], reason: str | None
+    ) -> None:
+        """Send the call to the IDE and wait for its tool_result."""
+        await self.ledger.set_state(call, "dispatched", arguments=arguments)
+        await self.emit(
+            call.session_id,
+            self.tool_call_event(call, arguments, False, reason),
+            events.done("awaiting_tool_result"),
+        )
+
+    async def complete(self, call: LedgerCall, content: str, state: str = "completed") -> None:
+        """Record the call's outcome as the tool message the model will read."""
+        await self.store.add_message(
+            call.session_id,
+            StoredMessage("tool", content, name=call.tool_name, tool_call_id=call.call_id),
+        )
+        await self.ledger.set_state(call, state, result={"content": content})
+
+    async def refuse(
+        self,
+        call: LedgerCall,
+        budget: Budget,
+        code: str | None,
+        message: str,
+        fatal: bool = False,
+    ) -> bool:
+        """The call never reaches the IDE; the model is told why and may correct itself."""
+        await self.complete(call, f"Error: {message}", "failed")
+        if code:
+            await self.emit(
+                call.session_id,
+                events.error(
+                    code,
+                    message,
+                    {"tool": call.tool_name, "agent": call.agent},
+                    call_id=call.call_id,
+                ),
+            )
+        budget.invalid += 1
+        template = self.agents.get(call.agent)
+        if fatal or budget.invalid > template.max_invalid_arguments:
+            await self.close_open_calls(call.session_id, "Skipped: the turn was stopped.")
+            await self.emit(
+                call.session_id,
+                events.error(
+                    code or "TOOL_VALIDATION_ERROR",
+                    f"{template.name} stopped: too many refused tool calls",
+                ),
+                events.done("error"),
+            )
+            return True
+        return False
+
+    async def system_tool(
+        self, call: LedgerCall, template: AgentTemplate, arguments: dict[str, Any]
+    ) -> bool:
+        sid = call.session_id
+        if call.tool_name == SWITCH_AGENT:
+            target = arguments["agent_type"]
+            await self.complete(call, f"Switched to the {target} agent, which continues the task.")
+            await self.switch(sid, target, arguments.get("reason", ""), method="handoff")
+            return False
+        if call.tool_name == "create_plan" and self.plans is not None:
+            waiting: bool = await self.plans.propose(call, template, arguments)
+            return waiting
+        text = str(arguments.get("result") or arguments.get("question") or "")
+        await self.emit(sid, events.assistant_content(text, template.name, new_id("msg")))
+        if call.tool_name == "ask_followup_question":
+            await self.complete(
+                call,
+                "The question was shown to the user; "
+                "their answer follows as the next user message.",
+            )
+            await self.close_open_calls(sid, "Skipped: waiting for the user's answer.")
+            await self.emit(sid, events.done("awaiting_user"))
+            return True
+        await self.complete(call, "Task marked complete.")
+        await self.close_open_calls(sid, "Skipped: the task was completed.")
+        if self.plans is not None and await self.plans.agent_finished(sid, text):
+            return False
+        await self.finish(sid, template)
+        return True
+
+    async def finish(self, sid: str, template: AgentTemplate) -> None:
+        """The task is done: control returns to the orchestrator."""
+        if self.agents.multi_agent_mode and template.name != ORCHESTRATOR:
+            await self.switch(sid, ORCHESTRATOR, "task completed", method="completion")
+        await self.emit(sid, events.done("completed"))
+
+    async def close_open_calls(self, sid: str, content: str, state: str = "cancelled") -> int:
+        """Give every open call a result so the history stays valid for the LLM API."""
+        calls = await self.ledger.open_calls(sid)
+        for call in calls:
+            await self.complete(call, content, state)
+        return len(calls)

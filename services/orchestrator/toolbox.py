@@ -1,0 +1,95 @@
+"""The tools an agent is offered: its template's set resolved against the catalog.
+
+The catalog belongs to toolsearch; the orchestrator keeps a copy per process and
+refreshes it when it meets a tool it does not know. ``switch_agent`` is a runtime
+capability, offered only to templates that may hand over, with their targets as enum.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from services.orchestrator.templates import ALL_TOOLS, AgentTemplate
+
+SWITCH_AGENT = "switch_agent"
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as the model and the validator see it."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    executor: str
+    """ide | system | local"""
+
+    def as_function(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+
+def switch_agent_spec(targets: Sequence[str]) -> ToolSpec:
+    return ToolSpec(
+        name=SWITCH_AGENT,
+        description="Hand the task over to another agent when it is better suited "
+        "(for example debug -> coder to implement a fix).",
+        parameters={
+            "type": "object",
+            "properties": {
+                "agent_type": {"type": "string", "enum": list(targets)},
+                "reason": {"type": "string"},
+            },
+            "required": ["agent_type", "reason"],
+            "additionalProperties": False,
+        },
+        executor="system",
+    )
+
+
+CatalogLoader = Callable[[], Awaitable[list[ToolSpec]]]
+
+
+class Toolbox:
+    """Resolves templates to tool specs over a cached catalog."""
+
+    def __init__(self, load: CatalogLoader) -> None:
+        self._load = load
+        self._catalog: dict[str, ToolSpec] = {}
+
+    async def refresh(self) -> None:
+        self._catalog = {tool.name: tool for tool in await self._load()}
+
+    async def catalog(self) -> dict[str, ToolSpec]:
+        if not self._catalog:
+            await self.refresh()
+        return self._catalog
+
+    async def offered(self, template: AgentTemplate) -> list[ToolSpec]:
+        """Exactly the tools this template may call, in a stable order."""
+        catalog = await self.catalog()
+        if ALL_TOOLS in template.allowed_tools:
+            tools = sorted(catalog.values(), key=lambda t: t.name)
+        else:
+            missing = [n for n in template.allowed_tools if n not in catalog]
+            if missing:
+                await self.refresh()
+                catalog = self._catalog
+            tools = [catalog[n] for n in template.allowed_tools if n in catalog]
+        if template.handoff:
+            tools.append(switch_agent_spec(template.handoff))
+        return tools
+
+    async def spec_for(self, template: AgentTemplate, name: str) -> ToolSpec | None:
+        """The spec when ``template`` may call ``name``; None when it may not."""
+        for tool in await self.offered(template):
+            if tool.name == name:
+                return tool
+        return None
+
+
+def catalog_from_json(rows: Sequence[tuple[str, str, str, str]]) -> list[ToolSpec]:
+    """(name, description, parameters_json, executor) rows -> specs."""
+    return [ToolSpec(n, d, json.loads(p or "{}"), e) for n, d, p, e in rows]
