@@ -350,6 +350,7 @@ class Session(_message.Message):
     MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
     CURRENT_AGENT_FIELD_NUMBER: _builtins.int
     USER_ID_FIELD_NUMBER: _builtins.int
+    BUSY_POLICY_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     title: _builtins.str
     created_at: _builtins.str
@@ -358,6 +359,7 @@ class Session(_message.Message):
     message_count: _builtins.int
     current_agent: _builtins.str
     user_id: _builtins.str
+    busy_policy: _builtins.str
     def __init__(
         self,
         *,
@@ -369,10 +371,11 @@ class Session(_message.Message):
         message_count: _builtins.int = ...,
         current_agent: _builtins.str = ...,
         user_id: _builtins.str = ...,
+        busy_policy: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "current_agent", b"current_agent", "is_active", b"is_active", "last_activity", b"last_activity", "message_count", b"message_count", "session_id", b"session_id", "title", b"title", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["busy_policy", b"busy_policy", "created_at", b"created_at", "current_agent", b"current_agent", "is_active", b"is_active", "last_activity", b"last_activity", "message_count", b"message_count", "session_id", b"session_id", "title", b"title", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -386,11 +389,14 @@ class CreateSessionRequest(_message.Message):
     SYSTEM_PROMPT_FIELD_NUMBER: _builtins.int
     USER_ID_FIELD_NUMBER: _builtins.int
     TITLE_FIELD_NUMBER: _builtins.int
+    BUSY_POLICY_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """Empty: the runtime picks one."""
     system_prompt: _builtins.str
     user_id: _builtins.str
     title: _builtins.str
+    busy_policy: _builtins.str
+    """What a user_message does while a turn runs: enqueue (default), reject or interrupt."""
     def __init__(
         self,
         *,
@@ -398,10 +404,11 @@ class CreateSessionRequest(_message.Message):
         system_prompt: _builtins.str = ...,
         user_id: _builtins.str = ...,
         title: _builtins.str = ...,
+        busy_policy: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["session_id", b"session_id", "system_prompt", b"system_prompt", "title", b"title", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["busy_policy", b"busy_policy", "session_id", b"session_id", "system_prompt", b"system_prompt", "title", b"title", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -90,6 +90,11 @@ class AgentRuntimeStub:
                 request_serializer=codelab_dot_v1_dot_runtime__pb2.EventStatsRequest.SerializeToString,
                 response_deserializer=codelab_dot_v1_dot_runtime__pb2.EventStats.FromString,
                 _registered_method=True)
+        self.Cancel = channel.unary_unary(
+                '/codelab.v1.AgentRuntime/Cancel',
+                request_serializer=codelab_dot_v1_dot_runtime__pb2.GetSessionRequest.SerializeToString,
+                response_deserializer=codelab_dot_v1_dot_runtime__pb2.SubmitResponse.FromString,
+                _registered_method=True)
 
 
 class AgentRuntimeServicer:
@@ -166,6 +171,13 @@ class AgentRuntimeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Cancel(self, request, context):
+        """Stop the running turn: open tool calls get a synthetic result, then `done`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentRuntimeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -223,6 +235,11 @@ def add_AgentRuntimeServicer_to_server(servicer, server):
                     servicer.GetEventStats,
                     request_deserializer=codelab_dot_v1_dot_runtime__pb2.EventStatsRequest.FromString,
                     response_serializer=codelab_dot_v1_dot_runtime__pb2.EventStats.SerializeToString,
+            ),
+            'Cancel': grpc.unary_unary_rpc_method_handler(
+                    servicer.Cancel,
+                    request_deserializer=codelab_dot_v1_dot_runtime__pb2.GetSessionRequest.FromString,
+                    response_serializer=codelab_dot_v1_dot_runtime__pb2.SubmitResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -522,6 +539,33 @@ class AgentRuntime:
             '/codelab.v1.AgentRuntime/GetEventStats',
             codelab_dot_v1_dot_runtime__pb2.EventStatsRequest.SerializeToString,
             codelab_dot_v1_dot_runtime__pb2.EventStats.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Cancel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/codelab.v1.AgentRuntime/Cancel',
+            codelab_dot_v1_dot_runtime__pb2.GetSessionRequest.SerializeToString,
+            codelab_dot_v1_dot_runtime__pb2.SubmitResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -49,6 +49,8 @@ class AgentRuntimeStub:
     ListPendingApprovals: _grpc.UnaryUnaryMultiCallable[_runtime_pb2.GetSessionRequest, _runtime_pb2.PendingApprovals]
     """Tool approvals (from hitl) and plan approvals of a session."""
     GetEventStats: _grpc.UnaryUnaryMultiCallable[_runtime_pb2.EventStatsRequest, _runtime_pb2.EventStats]
+    Cancel: _grpc.UnaryUnaryMultiCallable[_runtime_pb2.GetSessionRequest, _runtime_pb2.SubmitResponse]
+    """Stop the running turn: open tool calls get a synthetic result, then `done`."""
 
 @_typing.type_check_only
 class AgentRuntimeAsyncStub(AgentRuntimeStub):
@@ -70,6 +72,8 @@ class AgentRuntimeAsyncStub(AgentRuntimeStub):
     ListPendingApprovals: _aio.UnaryUnaryMultiCallable[_runtime_pb2.GetSessionRequest, _runtime_pb2.PendingApprovals]  # type: ignore[assignment]
     """Tool approvals (from hitl) and plan approvals of a session."""
     GetEventStats: _aio.UnaryUnaryMultiCallable[_runtime_pb2.EventStatsRequest, _runtime_pb2.EventStats]  # type: ignore[assignment]
+    Cancel: _aio.UnaryUnaryMultiCallable[_runtime_pb2.GetSessionRequest, _runtime_pb2.SubmitResponse]  # type: ignore[assignment]
+    """Stop the running turn: open tool calls get a synthetic result, then `done`."""
 
 class AgentRuntimeServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -154,5 +158,13 @@ class AgentRuntimeServicer(metaclass=_abc_1.ABCMeta):
         request: _runtime_pb2.EventStatsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_runtime_pb2.EventStats, _abc.Awaitable[_runtime_pb2.EventStats]]: ...
+
+    @_abc_1.abstractmethod
+    def Cancel(
+        self,
+        request: _runtime_pb2.GetSessionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_runtime_pb2.SubmitResponse, _abc.Awaitable[_runtime_pb2.SubmitResponse]]:
+        """Stop the running turn: open tool calls get a synthetic result, then `done`."""
 
 def add_AgentRuntimeServicer_to_server(servicer: AgentRuntimeServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -14,6 +14,13 @@ from services.common.errors import DatabaseError
 log = logging.getLogger(__name__)
 
 Pool: TypeAlias = asyncpg.Pool
+# Keyed by id(): Pool has __slots__ without weakref support; a process has a few pools.
+_DSNS: dict[int, str] = {}
+
+
+def dsn_of(pool: Pool) -> str:
+    """The DSN a pool was created with, for the few connections that must live outside it."""
+    return _DSNS[id(pool)]
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
@@ -22,7 +29,7 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
 
 
 async def create_pool(
-    dsn: str, *, min_size: int = 1, max_size: int = 10, attempts: int = 30
+    dsn: str, *, min_size: int = 1, max_size: int = 20, attempts: int = 30
 ) -> Pool:
     """Connect, retrying while the server starts (e.g. right after the supervisor spawned it)."""
     delay = 0.1
@@ -35,6 +42,7 @@ async def create_pool(
                 init=_init_connection,
                 command_timeout=30,
             )
+            _DSNS[id(pool)] = dsn
             return pool
         except (TimeoutError, OSError, asyncpg.PostgresError) as error:
             if attempt == attempts - 1:

@@ -106,6 +106,8 @@ class Settings:
     """LLMPROXY_ADDR."""
     hitl_timeout: float = 300.0
     """HITL_TIMEOUT: seconds a pending approval waits before it expires."""
+    session_retention_days: float = 30.0
+    """SESSION_RETENTION_DAYS: soft-deleted sessions are purged after this many days."""
     multi_agent_mode: bool = True
     """MULTI_AGENT_MODE."""
     agent_stream_timeout: float = 300.0
@@ -149,6 +151,9 @@ class Settings:
             hitl_addr=_address(env, "HITL_ADDR", cls.hitl_addr),
             llmproxy_addr=_address(env, "LLMPROXY_ADDR", cls.llmproxy_addr),
             hitl_timeout=_number(env, "HITL_TIMEOUT", cls.hitl_timeout, minimum=0.1),
+            session_retention_days=_number(
+                env, "SESSION_RETENTION_DAYS", cls.session_retention_days, minimum=0
+            ),
             multi_agent_mode=_bool(env, "MULTI_AGENT_MODE", cls.multi_agent_mode),
             agent_stream_timeout=_number(
                 env, "AGENT_STREAM_TIMEOUT", cls.agent_stream_timeout, minimum=1

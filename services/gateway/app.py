@@ -13,9 +13,11 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, generate_latest
 
 from clients.python import MeshClient
+from codelab.v1 import runtime_pb2
 from services.common.settings import Settings
 from services.gateway.auth import Authenticator, Unauthorized
 from services.gateway.mesh import WS_CLOSE_POLICY, WS_CLOSE_UNAVAILABLE, describe
+from services.gateway.rest import build_router
 from services.gateway.streaming import sse_events, websocket_session
 from services.gateway.translate import (
     ProtocolError,
@@ -29,8 +31,8 @@ WS_OPEN = Gauge("codelab_gateway_websockets_open", "IDE WebSocket connections op
 SSE_REQUESTS = Counter("codelab_gateway_sse_requests_total", "SSE message streams started")
 
 
-def error_body(code: str, message: str) -> dict[str, Any]:
-    return {"type": "error", "error_code": code, "content": message}
+def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"type": "error", "error_code": code, "content": message, "details": details or {}}
 
 
 def create_app(settings: Settings, client: MeshClient) -> FastAPI:
@@ -58,9 +60,14 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
         return JSONResponse(error_body(error.code, error.message), status_code=400)
 
     @app.exception_handler(grpc.aio.AioRpcError)
-    async def mesh_failed(_: Request, error: grpc.aio.AioRpcError) -> JSONResponse:
+    async def mesh_failed(request: Request, error: grpc.aio.AioRpcError) -> JSONResponse:
         status, code, message = describe(error)
-        return JSONResponse(error_body(code, message), status_code=status)
+        # The mesh sends no details; the session in the path is the one seed 000 shows.
+        session_id = request.path_params.get("session_id")
+        details = {"session_id": session_id} if session_id else {}
+        return JSONResponse(error_body(code, message, details), status_code=status)
+
+    app.include_router(build_router(client, auth))
 
     @app.get("/health", tags=["ops"])
     async def health() -> JSONResponse:
@@ -100,6 +107,30 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
             await websocket.close(WS_CLOSE_UNAVAILABLE)
         finally:
             WS_OPEN.dec()
+
+    @app.get("/sessions/{session_id}/stream", tags=["sessions"])
+    async def session_stream(request: Request, session_id: str) -> StreamingResponse:
+        """Every event of the session as SSE, live; ``Last-Event-ID: N`` (or ``?last_event_id``)
+        first replays each event after N exactly once."""
+        user = auth.user_for(request.headers)
+        raw = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
+        last_seq = int(raw) if raw and raw.isdigit() else -1
+        await client.runtime.GetSession(
+            runtime_pb2.GetSessionRequest(session_id=session_id, user_id=user)
+        )
+        stream = await client.open_stream(session_id, last_seq=last_seq, user_id=user)
+        frames = sse_events(
+            stream,
+            session_id,
+            heartbeat=settings.sse_heartbeat,
+            idle_timeout=settings.agent_stream_timeout,
+            follow=True,
+        )
+        return StreamingResponse(
+            frames,
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
 
     @app.post("/agent/message/stream", tags=["agent"])
     async def message_stream(request: Request) -> StreamingResponse:

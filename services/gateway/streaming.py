@@ -76,9 +76,18 @@ def sse_frame(payload: dict[str, Any], event: str = "message") -> str:
 
 
 async def sse_events(
-    stream: SessionStream, session_id: str, *, heartbeat: float, idle_timeout: float
+    stream: SessionStream,
+    session_id: str,
+    *,
+    heartbeat: float,
+    idle_timeout: float,
+    follow: bool = False,
 ) -> AsyncIterator[str]:
-    """SSE frames until the turn's ``done`` (sent as ``event: done``); ``:`` heartbeats."""
+    """SSE frames until the turn's ``done`` (sent as ``event: done``); ``:`` heartbeats.
+
+    ``follow``: a resumable session stream instead — every event (``done`` included) as
+    ``event: message`` with ``id: <seq>``, for as long as the client stays.
+    """
     queue: asyncio.Queue[pb.ServerEvent | grpc.aio.AioRpcError | None] = asyncio.Queue()
 
     async def pump() -> None:
@@ -97,7 +106,7 @@ async def sse_events(
                 item = await asyncio.wait_for(queue.get(), heartbeat)
             except TimeoutError:
                 idle += heartbeat
-                if idle >= idle_timeout:
+                if idle >= idle_timeout and not follow:
                     yield sse_frame(
                         local_error("LLM_TIMEOUT", "no event within the stream timeout", session_id)
                     )
@@ -115,7 +124,7 @@ async def sse_events(
                 yield sse_frame({"status": "error"}, "done")
                 return
             payload = event_to_json(item)
-            if payload["type"] == "done":
+            if payload["type"] == "done" and not follow:
                 yield sse_frame(payload, "done")
                 return
             yield sse_frame(payload)

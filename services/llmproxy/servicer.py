@@ -12,10 +12,12 @@ from codelab.v1 import llmproxy_pb2 as pb
 from codelab.v1 import llmproxy_pb2_grpc as pb_grpc
 from services.common.errors import InvalidInput
 from services.llmproxy.accounting import AccountedUpstream
-from services.llmproxy.store import UsageStore
+from services.llmproxy.store import Usage, UsageStore
 from services.llmproxy.upstream import CompletionRequest, Finished, TextDelta, ToolCallOut
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["LlmProxy"].full_name
+DEFAULT_LIST_LIMIT = 100
+MAX_LIST_LIMIT = 1000
 
 
 def message_to_openai(message: pb.ChatMessage) -> dict[str, Any]:
@@ -59,6 +61,27 @@ def request_from_proto(request: pb.CompleteRequest) -> CompletionRequest:
         temperature=request.temperature if request.HasField("temperature") else None,
         max_tokens=request.max_tokens if request.HasField("max_tokens") else None,
         timeout=request.timeout_seconds,
+    )
+
+
+def list_limit(limit: int) -> int:
+    """0 means the default; larger requests are capped rather than refused."""
+    if limit < 0:
+        raise InvalidInput(f"limit must not be negative, got {limit}")
+    return min(limit or DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT)
+
+
+def usage_to_proto(usage: Usage) -> pb.SessionUsage:
+    return pb.SessionUsage(
+        session_id=usage.session_id,
+        total_requests=usage.total_requests,
+        successful_requests=usage.successful_requests,
+        failed_requests=usage.failed_requests,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        total_tokens=usage.total_tokens,
+        average_duration_ms=usage.average_duration_ms,
+        requests_with_tools=usage.requests_with_tools,
     )
 
 
@@ -108,17 +131,10 @@ class LlmProxyServicer(pb_grpc.LlmProxyServicer):
     async def GetUsage(
         self, request: pb.GetUsageRequest, context: aio.ServicerContext[Any, Any]
     ) -> pb.SessionUsage:
-        if not request.session_id:
-            raise InvalidInput("session_id is required")
-        usage = await self.store.usage(request.session_id)
-        return pb.SessionUsage(
-            session_id=request.session_id,
-            total_requests=usage.total_requests,
-            successful_requests=usage.successful_requests,
-            failed_requests=usage.failed_requests,
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            total_tokens=usage.total_tokens,
-            average_duration_ms=usage.average_duration_ms,
-            requests_with_tools=usage.requests_with_tools,
-        )
+        return usage_to_proto(await self.store.usage(request.session_id))
+
+    async def ListUsage(
+        self, request: pb.ListUsageRequest, context: aio.ServicerContext[Any, Any]
+    ) -> pb.ListUsageResponse:
+        rows = await self.store.list_usage(list_limit(request.limit))
+        return pb.ListUsageResponse(sessions=[usage_to_proto(u) for u in rows])

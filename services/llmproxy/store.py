@@ -32,7 +32,7 @@ class RequestRecord:
 
 @dataclass(frozen=True)
 class Usage:
-    """Totals for one session."""
+    """Totals for one session (or for all of them)."""
 
     total_requests: int
     successful_requests: int
@@ -41,6 +41,8 @@ class Usage:
     completion_tokens: int
     average_duration_ms: float
     requests_with_tools: int
+    session_id: str = ""
+    """The session summed up; empty for the totals across every session."""
 
     @property
     def total_tokens(self) -> int:
@@ -71,9 +73,21 @@ class UsageStore:
             raise DatabaseError(f"cannot record usage: {error}", code="DB_WRITE_ERROR") from error
 
     async def usage(self, session_id: str) -> Usage:
+        """One session's totals; an empty ``session_id`` sums every session."""
         try:
-            row = await self.pool.fetchrow(QUERIES["session_usage"], session_id)
+            if session_id:
+                row = await self.pool.fetchrow(QUERIES["session_usage"], session_id)
+            else:
+                row = await self.pool.fetchrow(QUERIES["total_usage"])
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
             raise DatabaseError(f"cannot read usage: {error}", code="DB_READ_ERROR") from error
         assert row is not None  # an aggregate always returns a row
-        return Usage(**dict(row))
+        return Usage(**dict(row), session_id=session_id)
+
+    async def list_usage(self, limit: int) -> list[Usage]:
+        """Per-session totals, the most recently active session first."""
+        try:
+            rows = await self.pool.fetch(QUERIES["list_usage"], limit)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+            raise DatabaseError(f"cannot list usage: {error}", code="DB_READ_ERROR") from error
+        return [Usage(**dict(row)) for row in rows]

@@ -31,6 +31,11 @@ class Subscription:
         self.lagged = False
         self.closed = False
 
+    def nudge(self, seq: int) -> None:
+        """Another replica committed up to ``seq``: read it from the log when behind."""
+        if seq > self.last:
+            self.offer(pb.ServerEvent(seq=seq))
+
     def offer(self, event: pb.ServerEvent) -> None:
         try:
             self.queue.put_nowait(event)
@@ -61,6 +66,10 @@ class Subscription:
                 continue
             event = await self.queue.get()
             if event.seq <= self.last:
+                continue
+            if event.WhichOneof("event") is None:  # a nudge: the events are in the log
+                async for missed in self._replay(None):
+                    yield missed
                 continue
             if event.seq > self.last + 1:
                 async for missed in self._replay(event.seq):
@@ -110,6 +119,15 @@ class SessionHub:
             subscription = Subscription(self, session_id, start, self.queue_size)
             self._subscribers[session_id].add(subscription)
         return subscription
+
+    def nudge(self, session_id: str, seq: int) -> None:
+        """Events up to ``seq`` were committed elsewhere; wake this process's subscribers."""
+        for subscriber in tuple(self._subscribers.get(session_id, ())):
+            subscriber.nudge(seq)
+
+    def reset(self, session_id: str) -> None:
+        """Forget the cached seq: another replica may have written since."""
+        self._seq.pop(session_id, None)
 
     def forget(self, session_id: str) -> None:
         """Drop cached state of a session nobody watches (its events stay in Postgres)."""

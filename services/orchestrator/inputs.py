@@ -202,7 +202,9 @@ class Inputs:
         check = validate_arguments(call.tool_name, json.dumps(arguments), spec.parameters)
         if not check.ok:
             return "INVALID_DECISION", check.problem or "invalid edited arguments"
-        paths = check_paths(call.tool_name, check.arguments, template.file_restrictions)
+        paths = check_paths(
+            call.tool_name, check.arguments, template.file_restrictions, agent_name=template.name
+        )
         if not paths.ok:
             return paths.code or "FILE_RESTRICTION_ERROR", paths.message or "path refused"
         return None

@@ -6,6 +6,7 @@ agent loop does not); gRPC failures become ``LlmFailure`` with the spec's code.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from services.common.channels import error_code
 from services.common.errors import ErrorKind, ServiceError
 from services.orchestrator.store import StoredMessage
 
+RESTART_ATTEMPTS = 6
 _CODE_BY_STATUS = {
     grpc.StatusCode.UNAVAILABLE: "LLM_PROXY_UNAVAILABLE",
     grpc.StatusCode.DEADLINE_EXCEEDED: "LLM_TIMEOUT",
@@ -110,22 +112,40 @@ class LlmClient:
             request.temperature = temperature
         if max_tokens is not None:
             request.max_tokens = max_tokens
-        call = self.stub.Complete(request, timeout=self.deadline)
-        try:
-            async for chunk in call:
-                which = chunk.WhichOneof("chunk")
-                if which == "text_delta":
-                    yield TextPiece(chunk.text_delta)
-                elif which == "tool_call":
-                    tc = chunk.tool_call
-                    yield ModelToolCall(tc.id, tc.name, tc.arguments_json)
-                elif which == "finish":
-                    f = chunk.finish
-                    yield ModelFinished(
-                        f.finish_reason, f.usage.prompt_tokens, f.usage.completion_tokens
-                    )
-        except grpc.aio.AioRpcError as error:
-            code = error_code(error) or _CODE_BY_STATUS.get(error.code(), "LLM_ERROR")
-            raise LlmFailure(error.details() or str(error.code()), code=code) from error
-        finally:
-            call.cancel()
+        started = False
+        for attempt in range(RESTART_ATTEMPTS):
+            call = self.stub.Complete(request, timeout=self.deadline)
+            try:
+                async for chunk in call:
+                    started = True
+                    yield self._output(chunk)
+                return
+            except grpc.aio.AioRpcError as error:
+                # No error code: the transport failed (llmproxy itself is restarting), not
+                # the upstream model, whose retries llmproxy already spent.
+                restarting = (
+                    error.code() == grpc.StatusCode.UNAVAILABLE
+                    and error_code(error) is None
+                    and not started
+                )
+                if restarting and attempt < RESTART_ATTEMPTS - 1:
+                    # llmproxy is restarting (the supervisor brings it back within seconds).
+                    await asyncio.sleep(min(0.2 * 2**attempt, 2.0))
+                    continue
+                code = error_code(error) or _CODE_BY_STATUS.get(error.code(), "LLM_ERROR")
+                if started and code == "LLM_PROXY_UNAVAILABLE":
+                    code = "LLM_STREAM_INTERRUPTED"
+                raise LlmFailure(error.details() or str(error.code()), code=code) from error
+            finally:
+                call.cancel()
+
+    @staticmethod
+    def _output(chunk: pb.CompleteChunk) -> ModelOutput:
+        which = chunk.WhichOneof("chunk")
+        if which == "text_delta":
+            return TextPiece(chunk.text_delta)
+        if which == "tool_call":
+            tc = chunk.tool_call
+            return ModelToolCall(tc.id, tc.name, tc.arguments_json)
+        f = chunk.finish
+        return ModelFinished(f.finish_reason, f.usage.prompt_tokens, f.usage.completion_tokens)

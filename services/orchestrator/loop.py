@@ -254,7 +254,9 @@ class AgentLoop:
         check = validate_arguments(call.tool_name, raw, spec.parameters)
         if not check.ok:
             return await self.refuse(call, budget, None, check.problem or "invalid arguments")
-        paths = check_paths(call.tool_name, check.arguments, template.file_restrictions)
+        paths = check_paths(
+            call.tool_name, check.arguments, template.file_restrictions, agent_name=template.name
+        )
         if not paths.ok:
             return await self.refuse(
                 call,

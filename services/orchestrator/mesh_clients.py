@@ -6,8 +6,9 @@ metadata, so the agent loop never sees grpc.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -34,15 +35,29 @@ class MeshCallFailed(ServiceError):
     kind = ErrorKind.UNAVAILABLE
 
 
-async def call(awaitable: Awaitable[T]) -> T:
-    try:
-        return await awaitable
-    except grpc.aio.AioRpcError as error:
-        failure = MeshCallFailed(
-            error.details() or error.code().name, code=error_code(error) or "SERVICE_UNAVAILABLE"
-        )
-        failure.kind = _KIND_BY_STATUS.get(error.code(), ErrorKind.UNAVAILABLE)
-        raise failure from error
+RESTART_ATTEMPTS = 6
+
+
+async def call(request: Callable[[], Awaitable[T]]) -> T:
+    """Run a unary call; while the service restarts (UNAVAILABLE) retry for a few seconds."""
+    for attempt in range(RESTART_ATTEMPTS):
+        try:
+            return await request()
+        except grpc.aio.AioRpcError as error:
+            restarting = error.code() == grpc.StatusCode.UNAVAILABLE and error_code(error) is None
+            if restarting and attempt < RESTART_ATTEMPTS - 1:
+                await asyncio.sleep(min(0.2 * 2**attempt, 2.0))
+                continue
+            raise _failure(error) from error
+    raise AssertionError("unreachable")
+
+
+def _failure(error: grpc.aio.AioRpcError) -> MeshCallFailed:
+    failure = MeshCallFailed(
+        error.details() or error.code().name, code=error_code(error) or "SERVICE_UNAVAILABLE"
+    )
+    failure.kind = _KIND_BY_STATUS.get(error.code(), ErrorKind.UNAVAILABLE)
+    return failure
 
 
 @dataclass(frozen=True)
@@ -98,7 +113,7 @@ class HitlClient:
         )
         if policy:
             request.policy.CopyFrom(hitl_pb2.HitlPolicy(**{k: list(v) for k, v in policy.items()}))
-        reply = await call(self.stub.Evaluate(request))
+        reply = await call(lambda: self.stub.Evaluate(request))
         return Verdict(reply.requires_approval, reply.reason, reply.risk)
 
     async def create_approval(
@@ -113,7 +128,7 @@ class HitlClient:
         step_id: str | None,
     ) -> None:
         await call(
-            self.stub.CreateApproval(
+            lambda: self.stub.CreateApproval(
                 hitl_pb2.CreateApprovalRequest(
                     session_id=session_id,
                     call_id=call_id,
@@ -144,7 +159,7 @@ class HitlClient:
             request.modified_arguments_json = json.dumps(modified)
         if feedback is not None:
             request.feedback = feedback
-        reply = await call(self.stub.Decide(request))
+        reply = await call(lambda: self.stub.Decide(request))
         return Decided(
             decision=_DECISIONS.get(reply.decision, "reject"),
             arguments=json.loads(reply.final_arguments_json or "{}"),
@@ -154,12 +169,12 @@ class HitlClient:
 
     async def pending(self, session_id: str) -> list[hitl_pb2.Approval]:
         reply = await call(
-            self.stub.ListPending(hitl_pb2.ListPendingRequest(session_id=session_id))
+            lambda: self.stub.ListPending(hitl_pb2.ListPendingRequest(session_id=session_id))
         )
         return list(reply.approvals)
 
     async def expire_due(self) -> list[Expired]:
-        reply = await call(self.stub.ExpireDue(hitl_pb2.ExpireDueRequest(limit=100)))
+        reply = await call(lambda: self.stub.ExpireDue(hitl_pb2.ExpireDueRequest(limit=100)))
         return [Expired(a.call_id, a.session_id, a.timeout_seconds) for a in reply.expired]
 
     async def audit(
@@ -182,11 +197,11 @@ class HitlClient:
         )
         if details:
             entry.details_json = json.dumps(details)
-        await call(self.stub.RecordAudit(entry))
+        await call(lambda: self.stub.RecordAudit(entry))
 
 
 async def load_catalog(stub: toolsearch_pb2_grpc.ToolSearchAsyncStub) -> list[ToolSpec]:
-    reply = await call(stub.ListTools(toolsearch_pb2.ListToolsRequest()))
+    reply = await call(lambda: stub.ListTools(toolsearch_pb2.ListToolsRequest()))
     return catalog_from_json(
         [(t.name, t.description, t.parameters_json, t.executor) for t in reply.tools]
     )

@@ -1,9 +1,9 @@
-"""Routes the IDE's messages to one worker per session: one at a time, in order.
+"""Routes the IDE's messages to one worker per owned session: one at a time, in order.
 
 Work runs in the worker, not in the Stream that delivered the message, so a client
-that disconnects does not stop its turn; the events wait in the log. A message that
-arrives while another is being handled is queued behind it (never interleaved);
-``cancel`` interrupts the running one.
+that disconnects does not stop its turn; the events wait in the log. A replica that
+does not own a session hands the message to the owner (see ownership.py). A busy
+session treats a new user_message by its policy: enqueue (default), reject, interrupt.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 from codelab.v1 import common_pb2 as pb
 from services.common.errors import ServiceError
@@ -19,6 +21,7 @@ from services.orchestrator import events
 from services.orchestrator.hub import SessionHub
 from services.orchestrator.inputs import Inputs
 from services.orchestrator.mesh_clients import Expired, HitlClient
+from services.orchestrator.ownership import Ownership
 from services.orchestrator.store import SessionRow, SessionStore
 from services.orchestrator.templates import AgentRegistry
 
@@ -38,21 +41,38 @@ class Runtime:
         inputs: Inputs,
         agents: AgentRegistry,
         hitl: HitlClient,
+        ownership: Ownership,
+        *,
         sweep_every: float = 1.0,
+        retention_days: float = 30.0,
     ) -> None:
         self.store = store
         self.hub = hub
         self.inputs = inputs
         self.agents = agents
         self.hitl = hitl
+        self.ownership = ownership
         self.sweep_every = sweep_every
+        self.retention_days = retention_days
         self._inboxes: dict[str, asyncio.Queue[tuple[str, Item]]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._running: dict[str, asyncio.Task[None]] = {}
-        self._sweeper: asyncio.Task[None] | None = None
+        self._background: list[asyncio.Task[None]] = []
 
-    def start(self) -> None:
-        self._sweeper = asyncio.create_task(self._sweep(), name="hitl-expiry")
+    async def start(self) -> None:
+        await self.ownership.start()
+        self.ownership.on_inbox = lambda sid: self._spawn(self._drain(sid))
+        self.ownership.on_events = self.hub.nudge
+        self._background = [
+            asyncio.create_task(self._every(self.sweep_every, self._expire), name="expiry"),
+            asyncio.create_task(self._every(2.0, self._take_over), name="takeover"),
+            asyncio.create_task(self._every(3600.0, self._purge), name="retention"),
+        ]
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._background.append(task)
+        task.add_done_callback(self._background.remove)
 
     async def attach(self, session_id: str, user_id: str) -> SessionRow:
         """The session the stream binds to, created on first use."""
@@ -60,17 +80,68 @@ class Runtime:
         return row
 
     async def submit(self, session_id: str, user_id: str, item: Item) -> None:
-        """Queue one message for the session's worker (cancel also interrupts at once)."""
-        if isinstance(item, pb.ClientMessage) and item.WhichOneof("message") == "cancel":
-            running = self._running.get(session_id)
-            if running is not None and not running.done():
-                running.cancel()
-        inbox = self._inboxes.get(session_id)
-        if inbox is None:
-            inbox = self._inboxes[session_id] = asyncio.Queue()
-            self._workers[session_id] = asyncio.create_task(
-                self._work(session_id, inbox), name=f"session:{session_id}"
+        """Deliver one message to the session's owner (this replica when it can be)."""
+        if await self._own(session_id):
+            await self._local(session_id, user_id, item)
+        elif isinstance(item, pb.ClientMessage):
+            await self.ownership.post(session_id, user_id, item)
+
+    async def _own(self, sid: str) -> bool:
+        """Own the session; on taking it over, recover what the last owner left."""
+        if sid in self.ownership.owned:
+            return True
+        if not await self.ownership.acquire(sid):
+            return False
+        self.hub.reset(sid)
+        session = await self.store.get_session(sid)
+        if session.turn_state == "running":
+            # The previous owner died mid-turn: say so; the session goes on from its ledger.
+            await self.store.set_turn_state(sid, "idle")
+            await self.hub.emit(
+                sid,
+                events.error(
+                    "LLM_STREAM_INTERRUPTED",
+                    "the runtime restarted during this turn; "
+                    "open tool calls and approvals still stand",
+                ),
             )
+            await self.hub.emit(sid, events.done("error"))
+        for user_id, message in await self.ownership.take(sid):
+            await self._local(sid, user_id, message)
+        return True
+
+    async def _drain(self, sid: str) -> None:
+        if await self._own(sid):
+            for user_id, message in await self.ownership.take(sid):
+                await self._local(sid, user_id, message)
+
+    async def _local(self, sid: str, user_id: str, item: Item) -> None:
+        running = self._running.get(sid)
+        busy = running is not None and not running.done()
+        if isinstance(item, pb.ClientMessage):
+            kind = item.WhichOneof("message")
+            if kind == "cancel" and busy:
+                # The worker sees the interrupted task and closes the turn itself.
+                assert running is not None
+                running.cancel()
+                return
+            elif kind == "user_message" and busy:
+                policy = (await self.store.get_session(sid)).busy_policy
+                if policy == "reject":
+                    await self.hub.emit(
+                        sid,
+                        events.error(
+                            "TURN_IN_PROGRESS", "a turn is running; wait for done or cancel it"
+                        ),
+                    )
+                    return
+                if policy == "interrupt":
+                    assert running is not None
+                    running.cancel()
+        inbox = self._inboxes.get(sid)
+        if inbox is None:
+            inbox = self._inboxes[sid] = asyncio.Queue()
+            self._workers[sid] = asyncio.create_task(self._work(sid, inbox), name=f"session:{sid}")
         inbox.put_nowait((user_id, item))
 
     async def _work(self, sid: str, inbox: asyncio.Queue[tuple[str, Item]]) -> None:
@@ -83,15 +154,24 @@ class Runtime:
                         if inbox.empty():
                             return
                         continue
+                    await self.store.set_turn_state(sid, "running")
                     task = asyncio.create_task(self._handle(sid, user_id, item))
                     self._running[sid] = task
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
+                    if task.cancelled() and not self._is_cancel(item):
+                        await self.inputs.cancelled(sid)
+                    await self.store.set_turn_state(sid, "idle")
             finally:
                 self._inboxes.pop(sid, None)
                 self._workers.pop(sid, None)
                 self._running.pop(sid, None)
                 self.hub.forget(sid)
+                await asyncio.shield(self.ownership.release(sid))
+
+    @staticmethod
+    def _is_cancel(item: Item) -> bool:
+        return isinstance(item, pb.ClientMessage) and item.WhichOneof("message") == "cancel"
 
     async def _handle(self, sid: str, user_id: str, item: Item) -> None:
         inputs = self.inputs
@@ -120,21 +200,49 @@ class Runtime:
         except ServiceError as failure:
             await inputs.fail(sid, failure.code, failure.message)
 
-    async def _sweep(self) -> None:
-        """Hand expired approvals to their sessions' workers."""
+    async def _every(self, seconds: float, job: Callable[[], Awaitable[None]]) -> None:
         while True:
-            await asyncio.sleep(self.sweep_every)
+            await asyncio.sleep(seconds)
             try:
-                for expired in await self.hitl.expire_due():
-                    await self.submit(expired.session_id, "", expired)
+                await job()
             except ServiceError as error:
-                log.warning("expiry sweep failed", extra={"fields": {"err": error.message}})
+                log.warning("background job failed", extra={"fields": {"err": error.message}})
+
+    async def _expire(self) -> None:
+        """Hand expired approvals to their sessions' owners."""
+        for expired in await self.hitl.expire_due():
+            if await self._own(expired.session_id):
+                await self._local(expired.session_id, "", expired)
+            else:
+                # The owner's own sweep would not see it again: let its ledger decide.
+                await self.ownership.post(
+                    expired.session_id,
+                    "",
+                    pb.ClientMessage(
+                        tool_result=pb.ToolResult(call_id=expired.call_id, error="HITL_TIMEOUT")
+                    ),
+                )
+
+    async def _take_over(self) -> None:
+        """Sessions whose owner died: messages waiting, or a turn cut off."""
+        for sid in {
+            *await self.ownership.waiting_sessions(),
+            *await self.store.interrupted_turns(),
+        }:
+            if sid not in self.ownership.owned and sid not in self._workers:
+                await self._drain(sid)
+
+    async def _purge(self) -> None:
+        purged = await self.store.purge_deleted(self.retention_days)
+        if purged:
+            log.info("purged deleted sessions", extra={"fields": {"count": purged}})
 
     async def close(self) -> None:
-        """Stop the sweeper and every worker (committed state stays in Postgres)."""
-        tasks = [t for t in (self._sweeper, *self._workers.values()) if t is not None]
+        """Stop background jobs and workers (committed state stays in Postgres)."""
+        tasks = [*self._background, *self._workers.values()]
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self.ownership.close()

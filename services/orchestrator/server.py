@@ -18,6 +18,7 @@ from services.orchestrator.ledger import Ledger
 from services.orchestrator.llm import LlmClient
 from services.orchestrator.loop import AgentLoop
 from services.orchestrator.mesh_clients import HitlClient, load_catalog
+from services.orchestrator.ownership import Ownership
 from services.orchestrator.plans import PlanRunner
 from services.orchestrator.runtime import Runtime
 from services.orchestrator.servicer import SERVICE_NAME, AgentRuntimeServicer
@@ -59,7 +60,14 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
     )
     inputs = Inputs(loop, PlanRunner(loop))
     runtime = Runtime(
-        store, hub, inputs, agents, hitl, sweep_every=min(1.0, settings.hitl_timeout / 4)
+        store,
+        hub,
+        inputs,
+        agents,
+        hitl,
+        Ownership(pool),
+        sweep_every=min(1.0, settings.hitl_timeout / 4),
+        retention_days=settings.session_retention_days,
     )
     servicer = AgentRuntimeServicer(runtime, hub, store, ledger, agents, hitl)
 
@@ -73,7 +81,7 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         probes=(database_answers, *(health_probe(c) for c in channels.values())),
     )
     server, port = create_server(settings, deps, address)
-    runtime.start()
+    await runtime.start()
     server.on_stop.append(runtime.close)
     for channel in channels.values():
         server.on_stop.append(channel.close)

@@ -13,6 +13,7 @@ from grpc import aio
 from codelab.v1 import common_pb2 as common
 from codelab.v1 import runtime_pb2 as pb
 from codelab.v1 import runtime_pb2_grpc as pb_grpc
+from services.common.errors import InvalidInput
 from services.common.logs import log_context
 from services.orchestrator.errors import MissingField
 from services.orchestrator.hub import SessionHub
@@ -23,6 +24,7 @@ from services.orchestrator.runtime import Runtime
 from services.orchestrator.store import SessionRow, SessionStore
 from services.orchestrator.templates import AgentRegistry, AgentTemplate
 
+BUSY_POLICIES = frozenset({"", "enqueue", "reject", "interrupt"})
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["AgentRuntime"].full_name
 ATTACH_TIMEOUT = 30.0
 
@@ -37,6 +39,7 @@ def session_to_proto(row: SessionRow) -> pb.Session:
         message_count=row.message_count,
         current_agent=row.current_agent,
         user_id=row.user_id,
+        busy_policy=row.busy_policy,
     )
 
 
@@ -92,10 +95,18 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
     async def CreateSession(
         self, request: pb.CreateSessionRequest, context: aio.ServicerContext[Any, Any]
     ) -> pb.Session:
+        if request.busy_policy not in BUSY_POLICIES:
+            raise InvalidInput(
+                f"busy_policy must be one of {sorted(BUSY_POLICIES - {''})}",
+                code="MISSING_REQUIRED_FIELD",
+            )
         sid = request.session_id or f"session-{uuid.uuid4().hex}"
         row, _ = await self.store.ensure_session(
             sid, request.user_id, request.title, request.system_prompt, self.agents.entry
         )
+        if request.busy_policy and request.busy_policy != row.busy_policy:
+            await self.store.set_busy_policy(sid, request.busy_policy)
+            row = await self.store.get_session(sid, request.user_id)
         return session_to_proto(row)
 
     async def GetSession(
@@ -149,6 +160,14 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
             raise MissingField("session_id and message are required")
         await self.runtime.attach(request.session_id, request.user_id)
         await self.runtime.submit(request.session_id, request.user_id, request.message)
+        return pb.SubmitResponse(status="accepted")
+
+    async def Cancel(
+        self, request: pb.GetSessionRequest, context: aio.ServicerContext[Any, Any]
+    ) -> pb.SubmitResponse:
+        await self.store.get_session(request.session_id, request.user_id)
+        message = common.ClientMessage(cancel=common.Cancel())
+        await self.runtime.submit(request.session_id, request.user_id, message)
         return pb.SubmitResponse(status="accepted")
 
     async def ListAgents(

@@ -36,6 +36,8 @@ class SessionRow:
     deleted: bool = False
     switch_count: int = 0
     last_switch_at: dt.datetime | None = None
+    busy_policy: str = "enqueue"
+    turn_state: str = "idle"
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,8 @@ def _session(row: asyncpg.Record) -> SessionRow:
         deleted=row["deleted_at"] is not None,
         switch_count=row["switch_count"],
         last_switch_at=row["last_switch_at"],
+        busy_policy=row["busy_policy"],
+        turn_state=row["turn_state"],
     )
 
 
@@ -162,3 +166,22 @@ class SessionStore:
             totals = await self.pool.fetchrow(QUERIES["event_stats"])
             by_type = await self.pool.fetch(QUERIES["events_by_type"])
         return dict(totals or {}), {r["type"]: r["n"] for r in by_type}
+
+    async def set_turn_state(self, session_id: str, state: str) -> None:
+        async with db_errors("save turn state", "DB_WRITE_ERROR"):
+            await self.pool.execute(QUERIES["set_turn_state"], session_id, state)
+
+    async def interrupted_turns(self) -> list[str]:
+        async with db_errors("read sessions", "DB_READ_ERROR"):
+            rows = await self.pool.fetch(QUERIES["interrupted_turns"])
+        return [r["session_id"] for r in rows]
+
+    async def set_busy_policy(self, session_id: str, policy: str) -> None:
+        async with db_errors("save session", "DB_WRITE_ERROR"):
+            await self.pool.execute(QUERIES["set_busy_policy"], session_id, policy)
+
+    async def purge_deleted(self, older_than_days: float) -> int:
+        """Hard-delete sessions soft-deleted more than ``older_than_days`` ago."""
+        async with db_errors("purge sessions", "DB_WRITE_ERROR"):
+            count = await self.pool.fetchval(QUERIES["purge_deleted"], older_than_days)
+        return int(count or 0)

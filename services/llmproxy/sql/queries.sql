@@ -14,3 +14,29 @@ select count(*)::int as total_requests,
        count(*) filter (where with_tools)::int as requests_with_tools
 from llmproxy.llm_requests
 where session_id = $1;
+
+-- name: total_usage
+-- Every session at once; kept apart from session_usage so that one keeps its index plan.
+select count(*)::int as total_requests,
+       count(*) filter (where success)::int as successful_requests,
+       count(*) filter (where not success)::int as failed_requests,
+       coalesce(sum(prompt_tokens), 0)::int as prompt_tokens,
+       coalesce(sum(completion_tokens), 0)::int as completion_tokens,
+       coalesce(avg(duration_ms), 0)::float8 as average_duration_ms,
+       count(*) filter (where with_tools)::int as requests_with_tools
+from llmproxy.llm_requests;
+
+-- name: list_usage
+-- One row per session, the most recently active first.
+select session_id,
+       count(*)::int as total_requests,
+       count(*) filter (where success)::int as successful_requests,
+       count(*) filter (where not success)::int as failed_requests,
+       coalesce(sum(prompt_tokens), 0)::int as prompt_tokens,
+       coalesce(sum(completion_tokens), 0)::int as completion_tokens,
+       coalesce(avg(duration_ms), 0)::float8 as average_duration_ms,
+       count(*) filter (where with_tools)::int as requests_with_tools
+from llmproxy.llm_requests
+group by session_id
+order by max(started_at) desc, session_id
+limit $1;

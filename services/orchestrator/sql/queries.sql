@@ -7,6 +7,7 @@ returning session_id;
 -- name: get_session
 select s.session_id, s.user_id, s.title, s.system_prompt, s.current_agent,
        s.created_at, s.last_activity, s.deleted_at, s.switch_count, s.last_switch_at,
+       s.busy_policy, s.turn_state,
        (select count(*) from orchestrator.messages m where m.session_id = s.session_id)::int
            as message_count
 from orchestrator.sessions s
@@ -15,6 +16,7 @@ where s.session_id = $1;
 -- name: list_sessions
 select s.session_id, s.user_id, s.title, s.system_prompt, s.current_agent,
        s.created_at, s.last_activity, s.deleted_at, s.switch_count, s.last_switch_at,
+       s.busy_policy, s.turn_state,
        (select count(*) from orchestrator.messages m where m.session_id = s.session_id)::int
            as message_count
 from orchestrator.sessions s
@@ -42,8 +44,13 @@ order by id;
 select coalesce(max(seq), 0) from orchestrator.events where session_id = $1;
 
 -- name: append_events
-insert into orchestrator.events (session_id, seq, type, event)
-select $1, unnest($2::bigint[]), unnest($3::text[]), unnest($4::bytea[]);
+-- The notification reaches replicas whose clients watch this session (sent at commit).
+with appended as (
+    insert into orchestrator.events (session_id, seq, type, event)
+    select $1, unnest($2::bigint[]), unnest($3::text[]), unnest($4::bytea[])
+    returning seq
+)
+select pg_notify('codelab_events', $1 || ' ' || max(seq)) from appended;
 
 -- name: events_after
 select seq, event from orchestrator.events
@@ -163,3 +170,45 @@ select (select count(*) from orchestrator.events) as total_events,
 
 -- name: events_by_type
 select type, count(*) as n from orchestrator.events group by type;
+
+-- name: set_turn_state
+update orchestrator.sessions set turn_state = $2 where session_id = $1;
+
+-- name: interrupted_turns
+select session_id from orchestrator.sessions
+where turn_state = 'running' and deleted_at is null;
+
+-- name: set_busy_policy
+update orchestrator.sessions set busy_policy = $2 where session_id = $1;
+
+-- name: post_inbox
+with posted as (
+    insert into orchestrator.inbox (session_id, user_id, message) values ($1, $2, $3)
+    returning id
+)
+select pg_notify('codelab_inbox', $1), (select id from posted);
+
+-- name: take_inbox
+delete from orchestrator.inbox
+where id in (
+    select id from orchestrator.inbox where session_id = $1 order by id limit 100
+)
+returning id, user_id, message;
+
+-- name: inbox_sessions
+select distinct session_id from orchestrator.inbox;
+
+-- name: purge_deleted
+with doomed as (
+    select session_id from orchestrator.sessions
+    where deleted_at is not null and deleted_at < now() - ($1::float8 * interval '1 day')
+), e as (delete from orchestrator.events where session_id in (select session_id from doomed)),
+   m as (delete from orchestrator.messages where session_id in (select session_id from doomed)),
+   t as (delete from orchestrator.tool_calls where session_id in (select session_id from doomed)),
+   p as (delete from orchestrator.plans where session_id in (select session_id from doomed)),
+   w as (delete from orchestrator.agent_switches
+         where session_id in (select session_id from doomed)),
+   i as (delete from orchestrator.inbox where session_id in (select session_id from doomed)),
+   -- Foreign keys are checked at the end of the statement, after the deletes above.
+   s as (delete from orchestrator.sessions where session_id in (select session_id from doomed))
+select count(*) from doomed;
