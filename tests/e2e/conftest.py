@@ -7,7 +7,6 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 import pytest
 
@@ -17,6 +16,7 @@ from tests.support.databases import clone_database, drop_database
 
 INTERNAL_KEY = "e2e-internal-key"
 METRICS_OFFSET = 7
+SERVICES = ("orchestrator", "toolsearch", "hitl", "llmproxy")
 
 
 def free_port_pair(offset: int) -> int:
@@ -35,13 +35,41 @@ def free_port_pair(offset: int) -> int:
     raise RuntimeError("no free port pair")
 
 
-@dataclass
-class RunningMesh:
-    """Addresses of a supervisor-run mesh."""
+def free_port() -> int:
+    sock = bind_free_port()
+    port = int(sock.getsockname()[1])
+    sock.close()
+    return port
 
-    process: asyncio.subprocess.Process
-    env: dict[str, str]
-    output: list[str]
+
+def mesh_env(dsn: str, **extra: str) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "DATABASE_URL": dsn,
+        "INTERNAL_API_KEY": INTERNAL_KEY,
+        "GATEWAY_PORT": str(free_port()),
+        "SCRIPTED_MODEL_PORT": str(free_port()),
+        "SCRIPTED_MODEL_TOKEN_DELAY_MS": "1",
+        "METRICS_PORT_OFFSET": str(METRICS_OFFSET),
+        "SUPERVISOR_GRACE": "5",
+        **{
+            f"{name.upper()}_ADDR": f"127.0.0.1:{free_port_pair(METRICS_OFFSET)}"
+            for name in SERVICES
+        },
+        **extra,
+    }
+    env.pop("OPENAI_BASE_URL", None)
+    return env
+
+
+class MeshProcess:
+    """A supervisor-run mesh that can be stopped and started again on the same ports."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.output: list[str] = []
+        self.process: asyncio.subprocess.Process | None = None
+        self._readers: list[asyncio.Task[None]] = []
 
     def addr(self, name: str) -> str:
         return self.env[f"{name.upper()}_ADDR"]
@@ -51,67 +79,90 @@ class RunningMesh:
         return f"http://127.0.0.1:{self.env['GATEWAY_PORT']}"
 
     @property
+    def ws(self) -> str:
+        return self.gateway.replace("http://", "ws://")
+
+    @property
     def model(self) -> str:
         return f"http://127.0.0.1:{self.env['SCRIPTED_MODEL_PORT']}"
 
-
-async def _read(stream: asyncio.StreamReader, sink: list[str], ready: asyncio.Event) -> None:
-    while line := await stream.readline():
-        text = line.decode(errors="replace")
-        sink.append(text)
-        if "is up" in text:
-            ready.set()
-
-
-@pytest.fixture(scope="module")
-async def real_mesh(pg_template: str) -> AsyncIterator[RunningMesh]:
-    dsn = await clone_database(pg_template)
-    ports = {
-        name: free_port_pair(METRICS_OFFSET)
-        for name in ("ORCHESTRATOR", "TOOLSEARCH", "HITL", "LLMPROXY")
-    }
-    env = {
-        **os.environ,
-        "DATABASE_URL": dsn,
-        "INTERNAL_API_KEY": INTERNAL_KEY,
-        "GATEWAY_PORT": str(bind_free_port().getsockname()[1]),
-        "SCRIPTED_MODEL_PORT": str(bind_free_port().getsockname()[1]),
-        "SCRIPTED_MODEL_TOKEN_DELAY_MS": "1",
-        "METRICS_PORT_OFFSET": str(METRICS_OFFSET),
-        "SUPERVISOR_GRACE": "5",
-        **{f"{name}_ADDR": f"127.0.0.1:{port}" for name, port in ports.items()},
-    }
-    env.pop("OPENAI_BASE_URL", None)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "services.supervisor",
-        cwd=ROOT,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    output: list[str] = []
-    ready = asyncio.Event()
-    assert process.stdout is not None and process.stderr is not None
-    readers = [
-        asyncio.create_task(_read(process.stdout, output, ready)),
-        asyncio.create_task(_read(process.stderr, output, asyncio.Event())),
-    ]
-    try:
+    async def start(self) -> None:
+        self.process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "services.supervisor",
+            cwd=ROOT,
+            env=self.env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        ready = asyncio.Event()
+        assert self.process.stdout is not None and self.process.stderr is not None
+        self._readers = [
+            asyncio.create_task(self._read(self.process.stdout, ready)),
+            asyncio.create_task(self._read(self.process.stderr, asyncio.Event())),
+        ]
         try:
             await asyncio.wait_for(ready.wait(), 90)
         except TimeoutError:
-            pytest.fail("the mesh did not come up:\n" + "".join(output[-60:]))
-        yield RunningMesh(process, env, output)
-    finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
+            pytest.fail("the mesh did not come up:\n" + "".join(self.output[-60:]))
+
+    async def _read(self, stream: asyncio.StreamReader, ready: asyncio.Event) -> None:
+        while line := await stream.readline():
+            text = line.decode(errors="replace")
+            self.output.append(text)
+            if "is up" in text:
+                ready.set()
+
+    async def stop(self) -> int:
+        code = 0
+        if self.process is not None and self.process.returncode is None:
+            self.process.send_signal(signal.SIGTERM)
             try:
-                await asyncio.wait_for(process.wait(), 30)
+                code = await asyncio.wait_for(self.process.wait(), 30)
             except TimeoutError:
-                process.kill()
-                await process.wait()
-        for reader in readers:
+                self.process.kill()
+                code = await self.process.wait()
+        for reader in self._readers:
             reader.cancel()
-        await drop_database(pg_template, dsn)
+        return code
+
+    def pids(self, module: str) -> list[int]:
+        """Live pids running ``python -m module`` for this mesh (matched on its gateway port)."""
+        marker = f"GATEWAY_PORT={self.env['GATEWAY_PORT']}".encode()
+        found = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    cmdline = f.read().split(b"\0")
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    environ = f.read().split(b"\0")
+            except OSError:  # gone meanwhile, or not ours to read
+                continue
+            if module.encode() in cmdline and marker in environ:
+                found.append(int(entry))
+        return found
+
+    def kill(self, module: str) -> None:
+        """kill -9 every process of ``module`` in this mesh."""
+        pids = self.pids(module)
+        assert pids, f"{module} is not running"
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+async def mesh_database(pg_template: str) -> AsyncIterator[str]:
+    dsn = await clone_database(pg_template)
+    yield dsn
+    await drop_database(pg_template, dsn)
+
+
+@pytest.fixture(scope="module")
+async def real_mesh(mesh_database: str) -> AsyncIterator[MeshProcess]:
+    mesh = MeshProcess(mesh_env(mesh_database))
+    await mesh.start()
+    yield mesh
+    await mesh.stop()

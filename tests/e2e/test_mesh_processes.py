@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
 from typing import Any
 
 import grpc
@@ -16,7 +14,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from codelab.v1 import runtime_pb2, runtime_pb2_grpc
-from tests.e2e.conftest import METRICS_OFFSET, RunningMesh
+from tests.e2e.conftest import METRICS_OFFSET, MeshProcess
 
 pytestmark = pytest.mark.e2e
 
@@ -39,26 +37,8 @@ async def serving(address: str) -> bool:
         return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
 
 
-def processes_with(module: str, env_marker: str) -> list[int]:
-    """Pids running ``python -m module`` with ``env_marker`` in their environment."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read().split(b"\0")
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                environ = f.read().split(b"\0")
-        except OSError:  # gone meanwhile, or not ours to read
-            continue
-        if module.encode() in cmdline and env_marker.encode() in environ:
-            found.append(int(entry))
-    return found
-
-
-async def ws_turn(mesh: RunningMesh, session_id: str, text: str) -> list[dict[str, Any]]:
-    url = mesh.gateway.replace("http://", "ws://") + f"/ws/{session_id}"
+async def ws_turn(mesh: MeshProcess, session_id: str, text: str) -> list[dict[str, Any]]:
+    url = f"{mesh.ws}/ws/{session_id}"
     async with websockets.connect(url) as ws:
         await ws.send(json.dumps({"type": "user_message", "content": text, "role": "user"}))
         events = []
@@ -70,7 +50,7 @@ async def ws_turn(mesh: RunningMesh, session_id: str, text: str) -> list[dict[st
 
 
 @pytest.mark.parametrize("name", sorted(SERVICES))
-async def test_each_service_is_serving_and_reflects(real_mesh: RunningMesh, name: str) -> None:
+async def test_each_service_is_serving_and_reflects(real_mesh: MeshProcess, name: str) -> None:
     assert await serving(real_mesh.addr(name))
     async with grpc.aio.insecure_channel(real_mesh.addr(name)) as channel:
         stub = reflection_pb2_grpc.ServerReflectionStub(channel)
@@ -81,7 +61,7 @@ async def test_each_service_is_serving_and_reflects(real_mesh: RunningMesh, name
     assert SERVICES[name] in listed
 
 
-async def test_websocket_turn_through_the_real_processes(real_mesh: RunningMesh) -> None:
+async def test_websocket_turn_through_the_real_processes(real_mesh: MeshProcess) -> None:
     events = await ws_turn(real_mesh, "e2e-1", "hello from the e2e test")
     assert events[-1]["type"] == "done" and events[-1]["status"] == "completed"
     assert [e["to_agent"] for e in events if e["type"] == "agent_switched"][-1] == "orchestrator"
@@ -91,7 +71,7 @@ async def test_websocket_turn_through_the_real_processes(real_mesh: RunningMesh)
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
 
 
-async def test_the_configured_upstream_is_called_with_streaming(real_mesh: RunningMesh) -> None:
+async def test_the_configured_upstream_is_called_with_streaming(real_mesh: MeshProcess) -> None:
     async with httpx.AsyncClient(base_url=real_mesh.model, timeout=10) as http:
         await http.delete("/_scripted/requests")
         await ws_turn(real_mesh, "e2e-2", "which upstream?")
@@ -100,7 +80,7 @@ async def test_the_configured_upstream_is_called_with_streaming(real_mesh: Runni
     assert requests[-1]["messages"][-1]["content"] == "which upstream?"
 
 
-async def test_grpc_without_the_internal_key_is_unauthenticated(real_mesh: RunningMesh) -> None:
+async def test_grpc_without_the_internal_key_is_unauthenticated(real_mesh: MeshProcess) -> None:
     async with grpc.aio.insecure_channel(real_mesh.addr("orchestrator")) as channel:
         stub = runtime_pb2_grpc.AgentRuntimeStub(channel)
         with pytest.raises(grpc.aio.AioRpcError) as caught:
@@ -108,7 +88,7 @@ async def test_grpc_without_the_internal_key_is_unauthenticated(real_mesh: Runni
     assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
 
 
-async def test_bad_input_then_a_good_message(real_mesh: RunningMesh) -> None:
+async def test_bad_input_then_a_good_message(real_mesh: MeshProcess) -> None:
     url = real_mesh.gateway.replace("http://", "ws://") + "/ws/e2e-bad"
     async with websockets.connect(url) as ws:
         await ws.send('{"type": "user_message"}')
@@ -120,7 +100,7 @@ async def test_bad_input_then_a_good_message(real_mesh: RunningMesh) -> None:
     assert event["status"] == "completed"
 
 
-async def test_services_export_prometheus_metrics(real_mesh: RunningMesh) -> None:
+async def test_services_export_prometheus_metrics(real_mesh: MeshProcess) -> None:
     port = int(real_mesh.addr("orchestrator").rsplit(":", 1)[1]) + METRICS_OFFSET
     async with httpx.AsyncClient(timeout=10) as http:
         text = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
@@ -130,11 +110,8 @@ async def test_services_export_prometheus_metrics(real_mesh: RunningMesh) -> Non
     assert gateway.json()["status"] == "healthy"
 
 
-async def test_a_killed_service_is_restarted(real_mesh: RunningMesh) -> None:
-    pids = processes_with("services.llmproxy", f"LLMPROXY_ADDR={real_mesh.addr('llmproxy')}")
-    assert pids, "llmproxy process not found"
-    for pid in pids:
-        os.kill(pid, signal.SIGKILL)
+async def test_a_killed_service_is_restarted(real_mesh: MeshProcess) -> None:
+    real_mesh.kill("services.llmproxy")
     async with asyncio.timeout(60):
         while True:
             if await serving(real_mesh.addr("llmproxy")):
@@ -149,9 +126,7 @@ async def test_a_killed_service_is_restarted(real_mesh: RunningMesh) -> None:
     assert events[-1]["status"] == "completed"
 
 
-async def test_sigterm_stops_everything_cleanly(real_mesh: RunningMesh) -> None:
-    real_mesh.process.send_signal(signal.SIGTERM)
-    code = await asyncio.wait_for(real_mesh.process.wait(), 30)
-    assert code == 0
+async def test_sigterm_stops_everything_cleanly(real_mesh: MeshProcess) -> None:
+    assert await real_mesh.stop() == 0
     for name in SERVICES:
         assert not await serving(real_mesh.addr(name))
