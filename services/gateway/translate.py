@@ -12,9 +12,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from google.protobuf import json_format
-
 from codelab.v1 import common_pb2 as pb
+from services.gateway.render import proto_json
 
 
 class ProtocolError(ValueError):
@@ -31,21 +30,13 @@ def event_to_json(event: pb.ServerEvent) -> dict[str, Any]:
     kind = event.WhichOneof("event")
     if kind is None:
         raise ValueError("event without a type")
-    fields = json_format.MessageToDict(
-        getattr(event, kind),
-        preserving_proto_field_name=True,
-        always_print_fields_with_no_presence=True,
-    )
-    out: dict[str, Any] = {"type": kind}
-    for key, value in fields.items():
-        if key.endswith("_json"):
-            out[key[: -len("_json")]] = json.loads(value) if value else None
-        else:
-            out[key] = value
-    out["session_id"] = event.session_id
-    out["seq"] = event.seq
-    out["timestamp"] = event.timestamp
-    return out
+    return {
+        "type": kind,
+        **proto_json(getattr(event, kind)),
+        "session_id": event.session_id,
+        "seq": event.seq,
+        "timestamp": event.timestamp,
+    }
 
 
 def local_error(code: str, content: str, session_id: str) -> dict[str, Any]:
