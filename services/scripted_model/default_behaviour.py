@@ -29,6 +29,7 @@ _AGENT_KEYWORDS: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 _FILE_WORDS = ("file", "files", "read", "list", "directory", "folder", "project", "файл",
                "прочитай", "покажи", "список", "папк", "проект")  # fmt: skip
+_WRITE_WORDS = ("create", "write", "add", "напиши", "создай", "добавь", "запиши")
 _WORD_RE = re.compile(r"\w+")
 _PATH_RE = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.[A-Za-z][A-Za-z0-9]{0,7})(?![\w/])")
 _REQUEST_LABEL_RE = re.compile(
@@ -107,10 +108,15 @@ def _path_argument(function: Mapping[str, Any]) -> str:
 
 def _file_tool_call(text: str, tools: Any) -> ToolCallSpec | None:
     tokens = _WORD_RE.findall(text.lower())
-    if not any(_keyword_hit(t, word) for t in tokens for word in _FILE_WORDS):
-        return None
     offered = _tool_names(tools)
     path = _PATH_RE.search(text)
+    wants_write = any(_keyword_hit(t, word) for t in tokens for word in _WRITE_WORDS)
+    if path and wants_write and "write_file" in offered:
+        # A placeholder body that says what was asked: enough to try the approval flow.
+        content = f"# {text.strip()}\n"
+        return ToolCallSpec("write_file", {"path": path.group(1), "content": content})
+    if not any(_keyword_hit(t, word) for t in tokens for word in _FILE_WORDS):
+        return None
     if path and "read_file" in offered:
         argument = _path_argument(offered["read_file"])
         return ToolCallSpec("read_file", {argument: path.group(1)})

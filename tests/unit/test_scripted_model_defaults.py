@@ -212,3 +212,22 @@ def test_embeddings_are_deterministic_and_normalised() -> None:
     assert first == second and len(first) == DIMENSIONS
     assert abs(sum(v * v for v in first) - 1.0) < 1e-9
     assert abs(sum(v * v for v in embed_text("")) - 1.0) < 1e-9
+
+
+async def test_asking_to_create_a_named_file_calls_write_file() -> None:
+    from services.scripted_model.default_behaviour import default_scenario
+
+    tools = [
+        {"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
+        for n in ("read_file", "write_file", "list_files")
+    ]
+    body = {
+        "messages": [{"role": "user", "content": "create hello.py that prints hi"}],
+        "tools": tools,
+    }
+    (call,) = default_scenario(body).tool_calls
+    assert call.name == "write_file"
+    assert call.arguments["path"] == "hello.py"
+    assert "prints hi" in call.arguments["content"]
+    read = default_scenario({**body, "messages": [{"role": "user", "content": "read main.py"}]})
+    assert [c.name for c in read.tool_calls] == ["read_file"]
