@@ -114,7 +114,7 @@ class Inputs:
             await self.loop.emit(sid, events.done("completed"))
 
     async def tool_result(self, sid: str, result: pb.ToolResult) -> None:
-        call = await self.loop.ledger.get(sid, result.call_id)
+        call = await self.loop.ledger.find(sid, result.call_id)
         if call is None:
             await self.fail(
                 sid, "TOOL_CALL_NOT_FOUND", f"no tool call {result.call_id}", result.call_id
@@ -144,11 +144,11 @@ class Inputs:
         else:
             content = result.result_json if result.HasField("result_json") else "null"
             await self.loop.complete(call, content)
-        await self.loop.advance(sid)
+        await self.loop.advance(call.session_id)  # a delegated child's call resumes the child
 
     async def hitl_decision(self, sid: str, user_id: str, decision: pb.HitlDecision) -> None:
         loop = self.loop
-        call = await loop.ledger.get(sid, decision.call_id)
+        call = await loop.ledger.find(sid, decision.call_id)
         if call is None or call.tool_name == "create_plan":
             await self.fail(
                 sid,
@@ -184,7 +184,7 @@ class Inputs:
             await loop.complete(
                 call, "The user rejected this tool call; it was not run." + note, "rejected"
             )
-            await loop.advance(sid)
+            await loop.advance(call.session_id)
             return
         state = "edited" if decided.decision == "edit" else "approved"
         await loop.ledger.set_state(call, state, arguments=decided.arguments)

@@ -16,8 +16,6 @@ from services.common.db import Pool
 from services.orchestrator.store import QUERIES
 from services.orchestrator.store import db_errors as _db
 
-OPEN_STATES = ("proposed", "awaiting_approval", "approved", "edited", "dispatched")
-
 
 @dataclass(frozen=True)
 class LedgerCall:
@@ -84,6 +82,12 @@ class Ledger:
     async def next_open(self, session_id: str) -> LedgerCall | None:
         async with _db("read tool calls", "DB_READ_ERROR"):
             row = await self.pool.fetchrow(QUERIES["next_open_call"], session_id)
+        return _call(row) if row else None
+
+    async def find(self, session_id: str, call_id: str) -> LedgerCall | None:
+        """A call of this session or of one of its delegated children."""
+        async with _db("read tool call", "DB_READ_ERROR"):
+            row = await self.pool.fetchrow(QUERIES["find_call_in_tree"], call_id, session_id)
         return _call(row) if row else None
 
     async def open_calls(self, session_id: str) -> list[LedgerCall]:

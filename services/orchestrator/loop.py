@@ -18,6 +18,7 @@ from typing import Any
 from services.common.errors import ServiceError
 from services.orchestrator import events
 from services.orchestrator.arguments import validate_arguments
+from services.orchestrator.delegation import Delegation
 from services.orchestrator.file_rules import check_paths
 from services.orchestrator.hub import SessionHub
 from services.orchestrator.ledger import Ledger, LedgerCall
@@ -65,12 +66,22 @@ class AgentLoop:
         self.toolbox = toolbox
         self.hitl = hitl
         self.budgets: dict[str, Budget] = {}
+        self._parents: dict[str, tuple[str, str] | None] = {}
         # Set by the plan runner: called when an agent finishes while a plan runs.
         self.plans: Any = None
+        self.delegation = Delegation(self)
 
     async def emit(self, sid: str, *items: Any) -> None:
+        """Send events to the client of ``sid``: a delegated child's go to its parent's."""
+        audience = await self.audience(sid)
         for item in items:
-            await self.hub.emit(sid, item)
+            await self.hub.emit(audience, item)
+
+    async def audience(self, sid: str) -> str:
+        if sid not in self._parents:
+            self._parents[sid] = await self.store.parent_of(sid)
+        parent = self._parents[sid]
+        return parent[0] if parent else sid
 
     async def current(self, sid: str) -> AgentTemplate:
         session = await self.store.get_session(sid)
@@ -130,7 +141,7 @@ class AgentLoop:
                     continue
                 if self.plans is not None and await self.plans.agent_finished(sid, answer):
                     continue
-                await self.finish(sid, template)
+                await self.finish(sid, template, answer)
                 return
         except ServiceError as failure:
             if self.plans is not None:
@@ -164,7 +175,7 @@ class AgentLoop:
             ):
                 if isinstance(output, TextPiece) and output.text:
                     parts.append(output.text)
-                    await self.hub.emit(
+                    await self.emit(
                         sid, events.assistant_token(output.text, template.name, message_id)
                     )
                 elif isinstance(output, ModelToolCall):
@@ -184,7 +195,7 @@ class AgentLoop:
                 )
             raise
         if parts:
-            await self.hub.emit(sid, events.assistant_final(template.name, message_id))
+            await self.emit(sid, events.assistant_final(template.name, message_id))
         if not calls:
             await self.store.add_message(
                 sid, StoredMessage("assistant", said(), name=template.name)
@@ -267,6 +278,17 @@ class AgentLoop:
         arguments = paths.normalised
         if spec.executor == "system":
             return await self.system_tool(call, template, arguments)
+        if spec.executor == "agent":
+            task = "\n\n".join(
+                f"{label}: {arguments[key]}" if label else arguments[key]
+                for key, label in (
+                    ("task", ""),
+                    ("context", "Context"),
+                    ("constraints", "Constraints"),
+                )
+                if arguments.get(key)
+            )
+            return await self.delegation.start(call, template, spec.name, task)
         if spec.executor == "local":
             result = run_local_tool(call.tool_name, arguments)
             await self.complete(call, result.content, "completed" if result.ok else "failed")
@@ -275,8 +297,9 @@ class AgentLoop:
             sid, template.name, call.tool_name, arguments, template.hitl
         )
         if verdict.requires_approval:
+            # Approvals belong to the session the IDE sees (a delegate's go to its parent).
             await self.hitl.create_approval(
-                sid,
+                await self.audience(sid),
                 call.call_id,
                 template.name,
                 call.tool_name,
@@ -396,17 +419,22 @@ class AgentLoop:
         await self.close_open_calls(sid, "Skipped: the task was completed.")
         if self.plans is not None and await self.plans.agent_finished(sid, text):
             return False
-        await self.finish(sid, template)
+        await self.finish(sid, template, text)
         return True
 
-    async def finish(self, sid: str, template: AgentTemplate) -> None:
-        """The task is done: control returns to the orchestrator."""
+    async def finish(self, sid: str, template: AgentTemplate, answer: str = "") -> None:
+        """The task is done: control returns to the orchestrator (or to the delegator)."""
+        if await self.store.parent_of(sid) is not None:
+            await self.delegation.finished(sid, answer)
+            return
         if self.agents.multi_agent_mode and template.name != ORCHESTRATOR:
             await self.switch(sid, ORCHESTRATOR, "task completed", method="completion")
         await self.emit(sid, events.done("completed"))
 
     async def close_open_calls(self, sid: str, content: str, state: str = "cancelled") -> int:
         """Give every open call a result so the history stays valid for the LLM API."""
+        for child in await self.store.children_of(sid):
+            await self.close_open_calls(child, content, state)
         calls = await self.ledger.open_calls(sid)
         for call in calls:
             await self.complete(call, content, state)

@@ -56,7 +56,7 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
     store, ledger = SessionStore(pool), Ledger(pool)
     hub = SessionHub(store)
     loop = AgentLoop(
-        store, ledger, hub, llm, agents, Toolbox(lambda: load_catalog(toolsearch)), hitl
+        store, ledger, hub, llm, agents, Toolbox(lambda: load_catalog(toolsearch), agents.all), hitl
     )
     inputs = Inputs(loop, PlanRunner(loop))
     runtime = Runtime(

@@ -193,13 +193,9 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
     ) -> pb.PendingApprovals:
         await self.store.get_session(request.session_id, request.user_id)
         reply = pb.PendingApprovals(session_id=request.session_id)
-        open_calls = {
-            c.call_id
-            for c in await self.ledger.open_calls(request.session_id)
-            if c.state == "awaiting_approval"
-        }
         for approval in await self.hitl.pending(request.session_id):
-            if approval.call_id not in open_calls:
+            call = await self.ledger.find(request.session_id, approval.call_id)
+            if call is None or call.state != "awaiting_approval":
                 continue  # cancelled in the runtime while hitl still had it pending
             reply.pending_approvals.add(
                 type="tool_approval",

@@ -185,3 +185,29 @@ class SessionStore:
         async with db_errors("purge sessions", "DB_WRITE_ERROR"):
             count = await self.pool.fetchval(QUERIES["purge_deleted"], older_than_days)
         return int(count or 0)
+
+    async def create_child(
+        self, child_id: str, user_id: str, agent: str, parent_id: str, parent_call_id: str
+    ) -> None:
+        async with db_errors("create child session", "DB_WRITE_ERROR"):
+            await self.pool.execute(
+                QUERIES["create_child_session"],
+                child_id,
+                user_id,
+                agent,
+                parent_id,
+                parent_call_id,
+            )
+
+    async def parent_of(self, session_id: str) -> tuple[str, str] | None:
+        """(parent session, parent call) for a delegated child session, else None."""
+        async with db_errors("read session", "DB_READ_ERROR"):
+            row = await self.pool.fetchrow(QUERIES["session_parent"], session_id)
+        if row is None or row["parent_session_id"] is None:
+            return None
+        return row["parent_session_id"], row["parent_call_id"]
+
+    async def children_of(self, session_id: str) -> list[str]:
+        async with db_errors("read sessions", "DB_READ_ERROR"):
+            rows = await self.pool.fetch(QUERIES["child_sessions"], session_id)
+        return [r["session_id"] for r in rows]

@@ -15,6 +15,7 @@ from typing import Any
 from services.orchestrator.templates import ALL_TOOLS, AgentTemplate
 
 SWITCH_AGENT = "switch_agent"
+AGENT_TOOL_PREFIX = "agent."
 
 
 @dataclass(frozen=True)
@@ -49,14 +50,36 @@ def switch_agent_spec(targets: Sequence[str]) -> ToolSpec:
     )
 
 
+def agent_tool_spec(template: AgentTemplate) -> ToolSpec:
+    """``agent.<name>``: hand a task to that agent in a child session, get its answer back."""
+    return ToolSpec(
+        name=AGENT_TOOL_PREFIX + template.name,
+        description=f"Delegate a self-contained task to the {template.name} agent "
+        f"({template.description}); its final answer comes back as this tool's result.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "task": {"type": "string", "minLength": 1},
+                "context": {"type": "string"},
+                "constraints": {"type": "string"},
+            },
+            "required": ["task"],
+            "additionalProperties": False,
+        },
+        executor="agent",
+    )
+
+
 CatalogLoader = Callable[[], Awaitable[list[ToolSpec]]]
+Templates = Callable[[], Sequence[AgentTemplate]]
 
 
 class Toolbox:
     """Resolves templates to tool specs over a cached catalog."""
 
-    def __init__(self, load: CatalogLoader) -> None:
+    def __init__(self, load: CatalogLoader, templates: Templates = lambda: ()) -> None:
         self._load = load
+        self._templates = templates
         self._catalog: dict[str, ToolSpec] = {}
 
     async def refresh(self) -> None:
@@ -80,6 +103,16 @@ class Toolbox:
             tools = [catalog[n] for n in template.allowed_tools if n in catalog]
         if template.handoff:
             tools.append(switch_agent_spec(template.handoff))
+        delegates = {
+            n[len(AGENT_TOOL_PREFIX) :]
+            for n in template.allowed_tools
+            if n.startswith(AGENT_TOOL_PREFIX)
+        }
+        tools.extend(
+            agent_tool_spec(t)
+            for t in self._templates()
+            if t.name != template.name and (t.name in delegates or "*" in delegates)
+        )
         return tools
 
     async def spec_for(self, template: AgentTemplate, name: str) -> ToolSpec | None:

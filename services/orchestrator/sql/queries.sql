@@ -212,3 +212,22 @@ with doomed as (
    -- Foreign keys are checked at the end of the statement, after the deletes above.
    s as (delete from orchestrator.sessions where session_id in (select session_id from doomed))
 select count(*) from doomed;
+
+-- name: create_child_session
+insert into orchestrator.sessions
+    (session_id, user_id, current_agent, parent_session_id, parent_call_id)
+values ($1, $2, $3, $4, $5)
+on conflict (session_id) do nothing;
+
+-- name: session_parent
+select parent_session_id, parent_call_id from orchestrator.sessions where session_id = $1;
+
+-- name: find_call_in_tree
+select c.call_id, c.session_id, c.agent, c.tool_name, c.arguments, c.executor, c.state,
+       c.requires_approval, c.reason, c.plan_id, c.step_id
+from orchestrator.tool_calls c
+join orchestrator.sessions s on s.session_id = c.session_id
+where c.call_id = $1 and (c.session_id = $2 or s.parent_session_id = $2);
+
+-- name: child_sessions
+select session_id from orchestrator.sessions where parent_session_id = $1;

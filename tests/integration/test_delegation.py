@@ -1,0 +1,99 @@
+"""Agent-as-tool: ``agent.<template>`` runs a task in a child session and returns its answer."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.support.ide import ide, of, text_of
+from tests.support.mesh import Mesh, running_mesh
+
+LEAD = {
+    "name": "lead",
+    "display_name": "Lead Agent",
+    "description": "Splits work and delegates to specialists",
+    "system_prompt": "You are the lead. Delegate questions to the ask agent.",
+    "allowed_tools": ["read_file", "agent.ask", "agent.debug"],
+    "llm": {},
+    "execution": {"max_iterations": 10, "max_tool_calls": 20, "max_invalid_arguments": 3},
+}
+
+
+@pytest.fixture
+async def mesh(database_url: str) -> AsyncIterator[Mesh]:
+    """A mesh whose catalog of templates also has a delegating 'lead' agent."""
+    import asyncpg
+
+    conn = await asyncpg.connect(database_url)
+    try:
+        await conn.execute(
+            "insert into orchestrator.agent_templates (name, version, definition) "
+            "values ('lead', 1, $1::jsonb)",
+            json.dumps(LEAD),
+        )
+    finally:
+        await conn.close()
+    async with running_mesh(database_url) as running:
+        yield running
+
+
+def offered(request: dict[str, object]) -> set[str]:
+    return {t["function"]["name"] for t in request.get("tools", [])}  # type: ignore[union-attr]
+
+
+async def test_a_delegate_answers_for_the_parent(mesh: Mesh) -> None:
+    mesh.scripted.enqueue(
+        {
+            "tool_calls": [
+                {
+                    "name": "agent.ask",
+                    "arguments": {"task": "Explain what main.py does", "context": "a small CLI"},
+                }
+            ]
+        },
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "main.py"}}]},
+        {"text": "main.py prints a greeting."},
+        {"text": "The ask agent says: main.py prints a greeting."},
+    )
+    async with ide(mesh, "delegate") as client:
+        first = await client.say("what does main.py do?", agent_type="lead")
+        lead_request = mesh.scripted.requests[-2]
+        assert {"agent.ask", "agent.debug", "read_file"} == offered(lead_request)
+        (call,) = of(first, "tool_call")  # the delegate's IDE call reaches the parent's client
+        assert (call["agent"], call["tool_name"]) == ("ask", "read_file")
+        (chain,) = of(first, "agent_chain_update")
+        assert [a["agent_id"] for a in chain["agents"]] == ["lead", "ask"]
+        assert chain["current_agent"] == "ask"
+        second = await client.result(call["call_id"], "print('hello')")
+    assert text_of(second).endswith("The ask agent says: main.py prints a greeting.")
+    done_chain = of(second, "agent_chain_update")[-1]
+    assert [a["status"] for a in done_chain["agents"]] == ["running", "done"]
+    child_prompt = mesh.scripted.requests[-3]["messages"]
+    assert "You are the Ask agent" in child_prompt[0]["content"]
+    assert child_prompt[1]["content"] == "Explain what main.py does\n\nContext: a small CLI"
+    parent_prompt = mesh.scripted.requests[-1]["messages"]
+    assert parent_prompt[-1]["role"] == "tool"
+    assert parent_prompt[-1]["content"] == "main.py prints a greeting."
+    assert second[-1]["status"] == "completed"
+
+
+async def test_cancel_during_delegation_closes_the_childs_calls(mesh: Mesh) -> None:
+    from tests.support.history import history_problems
+
+    mesh.scripted.enqueue(
+        {"tool_calls": [{"name": "agent.debug", "arguments": {"task": "find the bug"}}]},
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "bug.py"}}]},
+        {"text": "ok, starting over"},
+    )
+    async with ide(mesh, "delegate-cancel") as client:
+        first = await client.say("find the bug", agent_type="lead")
+        call = of(first, "tool_call")[0]
+        cancelled = await client.turn({"type": "cancel"})
+        late = await client.result(call["call_id"], "too late")
+        after = await client.say("never mind", agent_type="lead")
+    assert cancelled[-1]["status"] == "cancelled"
+    assert [e["error_code"] for e in of(late, "error")] == ["CANCELLED"]
+    assert text_of(after) == "ok, starting over"
+    assert history_problems(mesh.scripted.requests[-1]["messages"]) == []
