@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any, TypeAlias
 
 import asyncpg
@@ -50,6 +52,19 @@ async def create_pool(
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
     raise AssertionError("unreachable")
+
+
+DB_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
+
+
+@asynccontextmanager
+async def db_errors(action: str, code: str) -> AsyncIterator[None]:
+    """Inside a store: driver failures become DatabaseError with the spec's code
+    (DB_READ_ERROR, DB_WRITE_ERROR, DB_CONNECTION_ERROR)."""
+    try:
+        yield
+    except DB_ERRORS as error:
+        raise DatabaseError(f"cannot {action}: {error}", code=code) from error
 
 
 async def ping(pool: Pool) -> bool:

@@ -7,21 +7,17 @@ statement (a data-modifying CTE), so the log can never miss or invent a decision
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 
-from services.common.db import Pool
-from services.common.errors import DatabaseError
+from services.common.db import Pool, db_errors
 from services.common.sql import load_queries
 
 SQL_DIR = Path(__file__).parent / "sql"
 QUERIES = load_queries(SQL_DIR / "queries.sql")
-DB_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
 
 
 @dataclass(frozen=True)
@@ -92,15 +88,6 @@ def _approval(row: asyncpg.Record) -> ApprovalRow:
     return ApprovalRow(**dict(row))
 
 
-@asynccontextmanager
-async def _db(action: str, code: str) -> AsyncIterator[None]:
-    """Turn driver errors into DatabaseError with the spec's code."""
-    try:
-        yield
-    except DB_ERRORS as error:
-        raise DatabaseError(f"cannot {action}: {error}", code=code) from error
-
-
 class ApprovalStore:
     """All hitl SQL goes through here."""
 
@@ -109,7 +96,7 @@ class ApprovalStore:
 
     async def insert(self, new: NewApproval) -> ApprovalRow | None:
         """The new row, or None when the call_id already exists."""
-        async with _db("create approval", "DB_WRITE_ERROR"):
+        async with db_errors("create approval", "DB_WRITE_ERROR"):
             row = await self.pool.fetchrow(
                 QUERIES["create_approval"],
                 new.call_id,
@@ -126,12 +113,12 @@ class ApprovalStore:
         return None if row is None else _approval(row)
 
     async def get(self, call_id: str) -> ApprovalRow | None:
-        async with _db("read approval", "DB_READ_ERROR"):
+        async with db_errors("read approval", "DB_READ_ERROR"):
             row = await self.pool.fetchrow(QUERIES["get_approval"], call_id)
         return None if row is None else _approval(row)
 
     async def list_pending(self, session_id: str) -> list[ApprovalRow]:
-        async with _db("list approvals", "DB_READ_ERROR"):
+        async with db_errors("list approvals", "DB_READ_ERROR"):
             rows = await self.pool.fetch(QUERIES["list_pending"], session_id)
         return [_approval(r) for r in rows]
 
@@ -147,7 +134,7 @@ class ApprovalStore:
         user_id: str,
     ) -> ApprovalRow | None:
         """Decide a pending, unexpired approval and audit it; None when it was not one."""
-        async with _db("save decision", "DB_WRITE_ERROR"):
+        async with db_errors("save decision", "DB_WRITE_ERROR"):
             row = await self.pool.fetchrow(
                 QUERIES["apply_decision"],
                 call_id,
@@ -162,18 +149,18 @@ class ApprovalStore:
 
     async def expire(self, call_id: str) -> ApprovalRow | None:
         """Expire one overdue pending approval and audit it; None when it was not one."""
-        async with _db("expire approval", "DB_WRITE_ERROR"):
+        async with db_errors("expire approval", "DB_WRITE_ERROR"):
             row = await self.pool.fetchrow(QUERIES["expire_call"], call_id)
         return None if row is None else _approval(row)
 
     async def expire_due(self, limit: int) -> list[ApprovalRow]:
         """Expire (and audit) up to ``limit`` overdue approvals no other sweeper holds."""
-        async with _db("expire approvals", "DB_WRITE_ERROR"):
+        async with db_errors("expire approvals", "DB_WRITE_ERROR"):
             rows = await self.pool.fetch(QUERIES["expire_due"], limit)
         return [_approval(r) for r in rows]
 
     async def record_audit(self, entry: NewAudit) -> AuditRow:
-        async with _db("record audit", "DB_WRITE_ERROR"):
+        async with db_errors("record audit", "DB_WRITE_ERROR"):
             row = await self.pool.fetchrow(
                 QUERIES["record_audit"],
                 entry.session_id,
@@ -192,6 +179,6 @@ class ApprovalStore:
 
     async def list_audit(self, session_id: str, event_type: str, limit: int) -> list[AuditRow]:
         """Newest first; an empty filter matches everything."""
-        async with _db("read audit", "DB_READ_ERROR"):
+        async with db_errors("read audit", "DB_READ_ERROR"):
             rows = await self.pool.fetch(QUERIES["list_audit"], session_id, event_type, limit)
         return [AuditRow(**dict(r)) for r in rows]

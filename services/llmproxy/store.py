@@ -5,10 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import asyncpg
-
-from services.common.db import Pool
-from services.common.errors import DatabaseError
+from services.common.db import Pool, db_errors
 from services.common.sql import load_queries
 
 SQL_DIR = Path(__file__).parent / "sql"
@@ -56,7 +53,7 @@ class UsageStore:
         self.pool = pool
 
     async def record(self, r: RequestRecord) -> None:
-        try:
+        async with db_errors("record usage", "DB_WRITE_ERROR"):
             await self.pool.execute(
                 QUERIES["record_request"],
                 r.session_id,
@@ -69,25 +66,19 @@ class UsageStore:
                 r.completion_tokens,
                 r.with_tools,
             )
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
-            raise DatabaseError(f"cannot record usage: {error}", code="DB_WRITE_ERROR") from error
 
     async def usage(self, session_id: str) -> Usage:
         """One session's totals; an empty ``session_id`` sums every session."""
-        try:
+        async with db_errors("read usage", "DB_READ_ERROR"):
             if session_id:
                 row = await self.pool.fetchrow(QUERIES["session_usage"], session_id)
             else:
                 row = await self.pool.fetchrow(QUERIES["total_usage"])
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
-            raise DatabaseError(f"cannot read usage: {error}", code="DB_READ_ERROR") from error
         assert row is not None  # an aggregate always returns a row
         return Usage(**dict(row), session_id=session_id)
 
     async def list_usage(self, limit: int) -> list[Usage]:
         """Per-session totals, the most recently active session first."""
-        try:
+        async with db_errors("list usage", "DB_READ_ERROR"):
             rows = await self.pool.fetch(QUERIES["list_usage"], limit)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
-            raise DatabaseError(f"cannot list usage: {error}", code="DB_READ_ERROR") from error
         return [Usage(**dict(row)) for row in rows]

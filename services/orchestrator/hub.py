@@ -98,7 +98,14 @@ class SessionHub:
         return self._seq[session_id]
 
     async def emit(self, session_id: str, event: pb.ServerEvent) -> pb.ServerEvent:
-        """Sequence, commit and deliver ``event``; returns it with seq and timestamp set."""
+        """Sequence, commit and deliver ``event``; returns it with seq and timestamp set.
+
+        Shielded: a turn cancelled mid-emit must not leave an event committed but its seq
+        unrecorded (the next event would reuse it); the emit finishes, the caller is cancelled.
+        """
+        return await asyncio.shield(self._emit(session_id, event))
+
+    async def _emit(self, session_id: str, event: pb.ServerEvent) -> pb.ServerEvent:
         async with self._locks[session_id]:
             seq = await self._current(session_id) + 1
             event.session_id = session_id
@@ -125,9 +132,11 @@ class SessionHub:
         for subscriber in tuple(self._subscribers.get(session_id, ())):
             subscriber.nudge(seq)
 
-    def reset(self, session_id: str) -> None:
-        """Forget the cached seq: another replica may have written since."""
-        self._seq.pop(session_id, None)
+    async def reset(self, session_id: str) -> None:
+        """Forget the cached seq: another replica may have written since. Under the
+        session's lock, so an emit in flight keeps the seq it has."""
+        async with self._locks[session_id]:
+            self._seq.pop(session_id, None)
 
     def forget(self, session_id: str) -> None:
         """Drop cached state of a session nobody watches (its events stay in Postgres)."""

@@ -12,9 +12,8 @@ from typing import Any
 
 import asyncpg
 
-from services.common.db import Pool
+from services.common.db import Pool, db_errors
 from services.orchestrator.store import QUERIES
-from services.orchestrator.store import db_errors as _db
 
 
 @dataclass(frozen=True)
@@ -66,7 +65,7 @@ class Ledger:
         self.pool = pool
 
     async def propose(self, call: LedgerCall) -> None:
-        async with _db("save tool call", "DB_WRITE_ERROR"):
+        async with db_errors("save tool call", "DB_WRITE_ERROR"):
             await self.pool.execute(
                 QUERIES["propose_call"],
                 call.call_id,
@@ -80,23 +79,23 @@ class Ledger:
             )
 
     async def next_open(self, session_id: str) -> LedgerCall | None:
-        async with _db("read tool calls", "DB_READ_ERROR"):
+        async with db_errors("read tool calls", "DB_READ_ERROR"):
             row = await self.pool.fetchrow(QUERIES["next_open_call"], session_id)
         return _call(row) if row else None
 
     async def find(self, session_id: str, call_id: str) -> LedgerCall | None:
         """A call of this session or of one of its delegated children."""
-        async with _db("read tool call", "DB_READ_ERROR"):
+        async with db_errors("read tool call", "DB_READ_ERROR"):
             row = await self.pool.fetchrow(QUERIES["find_call_in_tree"], call_id, session_id)
         return _call(row) if row else None
 
     async def open_calls(self, session_id: str) -> list[LedgerCall]:
-        async with _db("read tool calls", "DB_READ_ERROR"):
+        async with db_errors("read tool calls", "DB_READ_ERROR"):
             rows = await self.pool.fetch(QUERIES["open_calls"], session_id)
         return [_call(r) for r in rows]
 
     async def get(self, session_id: str, call_id: str) -> LedgerCall | None:
-        async with _db("read tool call", "DB_READ_ERROR"):
+        async with db_errors("read tool call", "DB_READ_ERROR"):
             row = await self.pool.fetchrow(QUERIES["get_call"], call_id, session_id)
         return _call(row) if row else None
 
@@ -110,7 +109,7 @@ class Ledger:
         requires_approval: bool | None = None,
         result: Any = None,
     ) -> None:
-        async with _db("update tool call", "DB_WRITE_ERROR"):
+        async with db_errors("update tool call", "DB_WRITE_ERROR"):
             await self.pool.execute(
                 QUERIES["set_call_state"],
                 call.call_id,
@@ -131,7 +130,7 @@ class Ledger:
         confidence: str | None,
         method: str,
     ) -> None:
-        async with _db("record switch", "DB_WRITE_ERROR"):
+        async with db_errors("record switch", "DB_WRITE_ERROR"):
             await self.pool.execute(
                 QUERIES["record_switch"],
                 session_id,
@@ -143,7 +142,7 @@ class Ledger:
             )
 
     async def create_plan(self, plan: Plan) -> None:
-        async with _db("save plan", "DB_WRITE_ERROR"):
+        async with db_errors("save plan", "DB_WRITE_ERROR"):
             await self.pool.execute(
                 QUERIES["create_plan"],
                 plan.plan_id,
@@ -156,22 +155,22 @@ class Ledger:
             )
 
     async def plan_by_request(self, session_id: str, request_id: str) -> Plan | None:
-        async with _db("read plan", "DB_READ_ERROR"):
+        async with db_errors("read plan", "DB_READ_ERROR"):
             row = await self.pool.fetchrow(QUERIES["get_plan_by_request"], request_id, session_id)
         return _plan(row) if row else None
 
     async def running_plan(self, session_id: str) -> Plan | None:
-        async with _db("read plan", "DB_READ_ERROR"):
+        async with db_errors("read plan", "DB_READ_ERROR"):
             row = await self.pool.fetchrow(QUERIES["running_plan"], session_id)
         return _plan(row) if row else None
 
     async def pending_plans(self, session_id: str) -> list[Plan]:
-        async with _db("read plans", "DB_READ_ERROR"):
+        async with db_errors("read plans", "DB_READ_ERROR"):
             rows = await self.pool.fetch(QUERIES["pending_plans"], session_id)
         return [_plan(r) for r in rows]
 
     async def save_plan(self, plan: Plan) -> None:
-        async with _db("update plan", "DB_WRITE_ERROR"):
+        async with db_errors("update plan", "DB_WRITE_ERROR"):
             await self.pool.execute(
                 QUERIES["update_plan"], plan.plan_id, plan.status, plan.steps, plan.current_step
             )

@@ -18,8 +18,8 @@ from typing import Any
 import asyncpg
 
 from codelab.v1 import common_pb2 as pb
-from services.common.db import Pool, dsn_of
-from services.orchestrator.store import QUERIES, db_errors
+from services.common.db import Pool, db_errors, dsn_of
+from services.orchestrator.store import QUERIES
 
 log = logging.getLogger(__name__)
 

@@ -92,7 +92,7 @@ class Runtime:
             return True
         if not await self.ownership.acquire(sid):
             return False
-        self.hub.reset(sid)
+        await self.hub.reset(sid)
         session = await self.store.get_session(sid)
         if session.turn_state == "running":
             # The previous owner died mid-turn: say so; the session goes on from its ledger.
@@ -154,20 +154,34 @@ class Runtime:
                         if inbox.empty():
                             return
                         continue
-                    await self.store.set_turn_state(sid, "running")
-                    task = asyncio.create_task(self._handle(sid, user_id, item))
-                    self._running[sid] = task
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
-                    if task.cancelled() and not self._is_cancel(item):
-                        await self.inputs.cancelled(sid)
-                    await self.store.set_turn_state(sid, "idle")
+                    try:
+                        await self._run_one(sid, user_id, item)
+                    except ServiceError as error:
+                        # Postgres may be restarting: this message is reported; the worker
+                        # lives on for the next one.
+                        log.warning("message failed", extra={"fields": {"err": error.message}})
             finally:
                 self._inboxes.pop(sid, None)
                 self._workers.pop(sid, None)
                 self._running.pop(sid, None)
                 self.hub.forget(sid)
                 await asyncio.shield(self.ownership.release(sid))
+
+    async def _run_one(self, sid: str, user_id: str, item: Item) -> None:
+        await self.store.set_turn_state(sid, "running")
+        task = asyncio.create_task(self._handle(sid, user_id, item))
+        self._running[sid] = task
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            # A bug, not an expected failure: log it, tell the client, keep the session usable.
+            log.exception("message handling crashed")
+            await self.inputs.fail(sid, "INTERNAL_ERROR", "the runtime failed on this message")
+        if task.cancelled() and not self._is_cancel(item):
+            await self.inputs.cancelled(sid)
+        await self.store.set_turn_state(sid, "idle")
 
     @staticmethod
     def _is_cancel(item: Item) -> bool:

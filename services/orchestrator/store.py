@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 
-from services.common.db import Pool
-from services.common.errors import DatabaseError
+from services.common.db import Pool, db_errors
 from services.common.sql import load_queries
 from services.orchestrator.errors import SessionNotFound
 
 SQL_DIR = Path(__file__).parent / "sql"
 QUERIES = load_queries(SQL_DIR / "queries.sql")
-DB_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
 
 
 @dataclass(frozen=True)
@@ -68,15 +65,6 @@ def _session(row: asyncpg.Record) -> SessionRow:
         busy_policy=row["busy_policy"],
         turn_state=row["turn_state"],
     )
-
-
-@asynccontextmanager
-async def db_errors(action: str, code: str) -> AsyncIterator[None]:
-    """Turn driver errors into DatabaseError with the spec's code."""
-    try:
-        yield
-    except DB_ERRORS as error:
-        raise DatabaseError(f"cannot {action}: {error}", code=code) from error
 
 
 class SessionStore:
