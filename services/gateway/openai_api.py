@@ -1,0 +1,300 @@
+"""The OpenAI-compatible API (seed 003 §8): ``GET /v1/models``, ``POST /v1/chat/completions``.
+
+Any OpenAI client can use the runtime as a model. The contract:
+
+* ``model`` is an agent template (``GET /v1/models``: coder, ask, universal, ...) or a
+  session id. A template starts a NEW session ``oai-<uuid>``: the system (or developer)
+  messages become its system prompt and the user messages after the last assistant
+  message, joined by a blank line, are sent with ``agent_type`` = the template (no
+  routing). Earlier turns are NOT replayed: the runtime keeps the history itself, so
+  continue by session id instead of resending it.
+* The session id comes back in the ``X-CodeLab-Session`` header and in a top-level
+  ``session_id`` field of the completion and of every chunk (the SDK keeps it in
+  ``model_extra``). ``model`` = that id continues the session (routing picks the
+  agent); ``model`` = a template plus the request header ``X-CodeLab-Session`` continues
+  it with that agent. Either way only the messages after the last assistant message are
+  new input, and system messages there are ignored (the prompt is fixed at creation).
+* A runtime ``tool_call`` ends the completion with ``finish_reason: "tool_calls"``. The
+  client answers with ``role: "tool"`` messages: ``content`` that parses as JSON is the
+  result, anything else is sent as a string.
+* A call that needs a human decision carries ``codelab_approval: {reason, decisions}`` in
+  its tool-call object. The client decides with a tool message whose content is
+  ``{"codelab_decision": "approve"|"reject"|"edit", "arguments": {...}, "feedback": "..."}``
+  (``arguments``: the edited ones, for edit). Approve/edit answer with the same call
+  again, now to be run; reject lets the model go on. A plain result for such a call is
+  refused (400) — the approval is never implied.
+* Errors are OpenAI error bodies ``{"error": {message, type, param, code}}`` with the
+  spec's error code as ``code`` (LLM_TIMEOUT 504, LLM_PROXY_UNAVAILABLE 503, client
+  mistakes 400, the rest 502); when streaming, one ``data: {"error": ...}`` frame, then
+  ``data: [DONE]``.
+* ``usage`` is what llmproxy recorded for the session while the request ran (routing
+  calls included); 0s if llmproxy cannot be asked. Request fields other than ``model``,
+  ``messages``, ``stream`` and ``stream_options`` (tools, temperature...) are ignored: the
+  template decides. Plan approvals and agent switches have no OpenAI form: the non-stream
+  response lists them in ``codelab_events``; decide plans over the IDE API.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from clients.python import MeshClient
+from codelab.v1 import common_pb2 as pb
+from codelab.v1 import llmproxy_pb2, runtime_pb2
+from services.common.settings import Settings
+from services.gateway.auth import Authenticator
+from services.gateway.openai_render import (
+    FAILURES,
+    ChunkWriter,
+    Header,
+    JsonObject,
+    OpenAIError,
+    ToolCallOut,
+    completion_object,
+    failure,
+    new_completion_id,
+    run_legs,
+    stream_frames,
+)
+from services.gateway.translate import parse_client_message
+
+SESSION_HEADER = "X-CodeLab-Session"
+SYSTEM_ROLES = frozenset({"system", "developer"})
+TITLE_LENGTH = 80
+
+
+def content_text(content: Any) -> str:
+    """A message's ``content``: a string or a list of ``{"type": "text", "text"}`` parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p["text"] for p in content if isinstance(p, dict) and "text" in p)
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    """The fields of a chat-completions body the runtime honours."""
+
+    model: str
+    messages: list[JsonObject]
+    system: str
+    stream: bool
+    include_usage: bool
+
+
+def parse_body(raw: bytes) -> ChatRequest:
+    """The request, or a 400."""
+    try:
+        body = json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise OpenAIError(400, f"Invalid JSON body: {error}", "invalid_json") from error
+    if not isinstance(body, dict):
+        raise OpenAIError(400, "the body must be a JSON object", "invalid_json")
+    model, messages = body.get("model"), body.get("messages")
+    if not isinstance(model, str) or not model:
+        raise OpenAIError(400, "'model' must be a non-empty string", "missing_model", "model")
+    if not isinstance(messages, list) or not messages:
+        raise OpenAIError(400, "'messages' must be a non-empty list", "no_messages", "messages")
+    if not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages):
+        raise OpenAIError(400, "each message needs a 'role'", "invalid_message", "messages")
+    options = body.get("stream_options")
+    include_usage = isinstance(options, dict) and options.get("include_usage") is True
+    system = [content_text(m.get("content")) for m in messages if m["role"] in SYSTEM_ROLES]
+    return ChatRequest(
+        model, messages, "\n\n".join(system), body.get("stream") is True, include_usage
+    )
+
+
+def new_input(messages: list[JsonObject]) -> list[JsonObject]:
+    """The messages after the last assistant message: what the client adds this time."""
+    last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
+    return messages[last + 1 :]
+
+
+def tool_answer(message: JsonObject) -> pb.ClientMessage:
+    """A ``role: "tool"`` message -> tool_result, or hitl_decision for ``codelab_decision``."""
+    call_id = message.get("tool_call_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise OpenAIError(400, "a tool message needs 'tool_call_id'", "invalid_message", "messages")
+    text = content_text(message.get("content"))
+    try:
+        result: Any = json.loads(text)
+    except json.JSONDecodeError:
+        result = text
+    if isinstance(result, dict) and "codelab_decision" in result:
+        decision = {
+            "type": "hitl_decision",
+            "call_id": call_id,
+            "decision": result["codelab_decision"],
+            "modified_arguments": result.get("arguments"),
+            "feedback": result.get("feedback"),
+        }
+        return parse_client_message({k: v for k, v in decision.items() if v is not None})
+    return parse_client_message({"type": "tool_result", "call_id": call_id, "result": result})
+
+
+def client_messages(
+    added: list[JsonObject], agent_type: str | None, *, new_session: bool
+) -> list[pb.ClientMessage]:
+    """The runtime inputs for the new messages: tool answers in order, then the user text."""
+    out: list[pb.ClientMessage] = []
+    texts: list[str] = []
+    for message in added:
+        if message["role"] == "tool":
+            if new_session:
+                hint = f"tool messages continue a session: model=<session_id> or {SESSION_HEADER}"
+                raise OpenAIError(400, hint, "session_required", "messages")
+            out.append(tool_answer(message))
+        elif message["role"] == "user":
+            texts.append(content_text(message.get("content")))
+    text = "\n\n".join(t for t in texts if t.strip())
+    if text:
+        user: JsonObject = {"type": "user_message", "content": text, "agent_type": agent_type}
+        out.append(parse_client_message({k: v for k, v in user.items() if v is not None}))
+    if not out:
+        problem = "no user or tool message after the last assistant message"
+        raise OpenAIError(400, problem, "no_input", "messages")
+    return out
+
+
+@dataclass
+class Target:
+    """The session a request talks to and how its user text is routed."""
+
+    session_id: str
+    agent_type: str | None
+    new: bool
+
+
+def build_router(client: MeshClient, auth: Authenticator, settings: Settings) -> APIRouter:
+    """The ``/v1`` routes over ``client``; like the rest of the gateway, stateless."""
+    router = APIRouter(prefix="/v1", tags=["openai"])
+    runtime = client.runtime
+    # Templates carry no creation time; the gateway's start is the honest stand-in.
+    started = int(time.time())
+
+    async def templates() -> list[str]:
+        reply = await runtime.ListAgents(runtime_pb2.ListAgentsRequest())
+        return [agent.agent_type for agent in reply.agents]
+
+    def model_entry(name: str) -> JsonObject:
+        return {"id": name, "object": "model", "created": started, "owned_by": "codelab"}
+
+    async def owned(session_id: str, user: str, code: str, message: str) -> None:
+        """404 ``code`` unless the session exists and is the caller's."""
+        try:
+            await runtime.GetSession(
+                runtime_pb2.GetSessionRequest(session_id=session_id, user_id=user)
+            )
+        except grpc.aio.AioRpcError as error:
+            if error.code() != grpc.StatusCode.NOT_FOUND:
+                raise
+            raise OpenAIError(404, message, code, "model") from error
+
+    async def resolve(model: str, headers: Mapping[str, str], user: str) -> Target:
+        header_session = headers.get(SESSION_HEADER.lower())
+        if model not in await templates():
+            unknown = f"The model '{model}' is neither an agent template nor your session"
+            await owned(model, user, "model_not_found", unknown)
+            return Target(model, None, new=False)
+        if header_session:
+            unknown = f"{SESSION_HEADER}: '{header_session}' is not your session"
+            await owned(header_session, user, "session_not_found", unknown)
+            return Target(header_session, model, new=False)
+        return Target(f"oai-{uuid.uuid4().hex}", model, new=True)
+
+    async def spent(session_id: str) -> tuple[int, int]:
+        try:
+            row = await client.llmproxy.GetUsage(
+                llmproxy_pb2.GetUsageRequest(session_id=session_id)
+            )
+        except grpc.aio.AioRpcError:
+            return 0, 0  # usage is informative; its absence must not fail the answer
+        return row.prompt_tokens, row.completion_tokens
+
+    @router.get("/models", summary="The agent templates, as OpenAI models")
+    async def list_models(request: Request) -> Response:
+        try:
+            auth.user_for(request.headers)
+            names = await templates()
+        except FAILURES as error:
+            return failure(error).response()
+        return JSONResponse({"object": "list", "data": [model_entry(n) for n in names]})
+
+    @router.get("/models/{model_id}", summary="One agent template, as an OpenAI model")
+    async def get_model(request: Request, model_id: str) -> Response:
+        try:
+            auth.user_for(request.headers)
+            if model_id not in await templates():
+                raise OpenAIError(404, f"The model '{model_id}' does not exist", "model_not_found")
+        except FAILURES as error:
+            return failure(error).response()
+        return JSONResponse(model_entry(model_id))
+
+    @router.post("/chat/completions", summary="Talk to an agent as if it were a model")
+    async def chat_completions(request: Request) -> Response:
+        """See the module docstring for how sessions, tool calls and approvals map."""
+        try:
+            user = auth.user_for(request.headers)
+            chat = parse_body(await request.body())
+            target = await resolve(chat.model, request.headers, user)
+            added = new_input(chat.messages)
+            inputs = client_messages(added, target.agent_type, new_session=target.new)
+            before = (0, 0) if target.new else await spent(target.session_id)
+            if target.new:
+                title = inputs[-1].user_message.content[:TITLE_LENGTH]
+                await runtime.CreateSession(
+                    runtime_pb2.CreateSessionRequest(
+                        session_id=target.session_id,
+                        system_prompt=chat.system,
+                        title=title,
+                        user_id=user,
+                    )
+                )
+            stream = await client.open_stream(target.session_id, user_id=user)
+        except FAILURES as error:
+            return failure(error).response()
+        head = Header(new_completion_id(), int(time.time()), chat.model, target.session_id)
+        headers = {SESSION_HEADER: target.session_id}
+        extras: list[JsonObject] = []
+        legs = run_legs(stream, inputs, extras, settings.agent_stream_timeout)
+
+        async def usage() -> JsonObject:
+            prompt, completion = await spent(target.session_id)
+            prompt, completion = prompt - before[0], completion - before[1]
+            return {"prompt_tokens": prompt, "completion_tokens": completion,
+                    "total_tokens": prompt + completion}  # fmt: skip
+
+        if chat.stream:
+            frames = stream_frames(legs, stream, ChunkWriter(head, chat.include_usage), usage)
+            return StreamingResponse(
+                frames,
+                media_type="text/event-stream",
+                headers={**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            )
+        try:
+            outputs = [out async for out in legs]
+        finally:
+            stream.close()
+        for out in outputs:
+            if isinstance(out, OpenAIError):
+                response = out.response()
+                response.headers.update(headers)
+                return response
+        text = "".join(out for out in outputs if isinstance(out, str))
+        calls = [out for out in outputs if isinstance(out, ToolCallOut)]
+        return JSONResponse(
+            completion_object(head, text, calls, await usage(), extras), headers=headers
+        )
+
+    return router

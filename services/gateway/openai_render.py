@@ -1,0 +1,296 @@
+"""The runtime's events in OpenAI chat-completion terms: errors, folding, objects, chunks.
+
+The runtime -> client half of openai_api.py. Field names and nesting follow the public
+chat-completions API (the shapes of the scripted model's ``chunks.py``), so the official
+SDK parses them unchanged.
+CodeLab additions are extra fields the SDK keeps in ``model_extra``: ``session_id`` on
+every completion and chunk, ``codelab_approval`` on a tool call that waits for a human
+decision, ``codelab_events`` (non-streaming only) for events OpenAI has no place for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+from fastapi.responses import JSONResponse
+
+from clients.python import SessionStream
+from codelab.v1 import common_pb2 as pb
+from services.gateway.auth import Unauthorized
+from services.gateway.mesh import describe
+from services.gateway.translate import ProtocolError, event_to_json
+
+JsonObject = dict[str, Any]
+DONE_FRAME = "data: [DONE]\n\n"
+CHUNK = "chat.completion.chunk"
+# A leg that ends in one of these waits for the client to answer its tool calls.
+AWAITING = frozenset({"awaiting_tool_result", "awaiting_approval"})
+DECISIONS = ("approve", "edit", "reject")
+
+# Spec error code -> HTTP status; the client's mistakes are 400, the rest the upstream's (502).
+STATUS_BY_CODE = {
+    "LLM_TIMEOUT": 504, "LLM_PROXY_UNAVAILABLE": 503, "SERVICE_UNAVAILABLE": 503,
+    "DB_CONNECTION_ERROR": 503, "SESSION_NOT_FOUND": 404, "UNAUTHORIZED": 401,
+    "TURN_IN_PROGRESS": 409, "INVALID_MESSAGE_TYPE": 400, "MISSING_REQUIRED_FIELD": 400,
+    "TOOL_VALIDATION_ERROR": 400, "FILE_RESTRICTION_ERROR": 400, "INVALID_DECISION": 400,
+    "PENDING_APPROVAL_NOT_FOUND": 400, "TOOL_CALL_NOT_FOUND": 400, "AGENT_NOT_FOUND": 400,
+    "HITL_TIMEOUT": 400, "CANCELLED": 400,
+}  # fmt: skip
+
+
+class OpenAIError(Exception):
+    """An error rendered as OpenAI's ``{"error": {message, type, param, code}}``."""
+
+    def __init__(
+        self, status: int, message: str, code: str | None = None, param: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.param = param
+
+    def body(self) -> JsonObject:
+        kind = "server_error" if self.status >= 500 else "invalid_request_error"
+        error = {"message": self.message, "type": kind, "param": self.param, "code": self.code}
+        return {"error": error}
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(self.body(), status_code=self.status)
+
+
+def error_from_event(error: pb.ErrorEvent) -> OpenAIError:
+    code = pb.ErrorCode.Name(error.error_code)
+    return OpenAIError(STATUS_BY_CODE.get(code, 502), error.content or code, code)
+
+
+def error_from_rpc(error: grpc.aio.AioRpcError) -> OpenAIError:
+    status, code, message = describe(error)
+    return OpenAIError(status, message, code)
+
+
+# What can go wrong before the answer starts; ``failure`` renders each.
+FAILURES = (OpenAIError, Unauthorized, ProtocolError, grpc.aio.AioRpcError)
+
+
+def failure(error: Exception) -> OpenAIError:
+    """Any failure before the answer starts, as an OpenAI error."""
+    if isinstance(error, OpenAIError):
+        return error
+    if isinstance(error, Unauthorized):
+        return OpenAIError(401, str(error), "invalid_api_key")
+    if isinstance(error, ProtocolError):
+        return OpenAIError(400, error.message, error.code, "messages")
+    if isinstance(error, grpc.aio.AioRpcError):
+        return error_from_rpc(error)
+    raise error
+
+
+def new_completion_id() -> str:
+    return "chatcmpl-" + uuid.uuid4().hex
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallOut:
+    """A runtime tool_call as an OpenAI function call; ``approval`` when a human must decide."""
+
+    id: str
+    name: str
+    arguments: str
+    approval: JsonObject | None = None
+
+    @classmethod
+    def from_event(cls, call: pb.ToolCall) -> ToolCallOut:
+        approval = None
+        if call.requires_approval:
+            approval = {"reason": call.reason, "decisions": list(DECISIONS)}
+        return cls(call.call_id, call.tool_name, call.arguments_json or "{}", approval)
+
+    def part(self, arguments: str) -> JsonObject:
+        """The call as OpenAI lists it; streaming sends it with empty arguments first."""
+        function = {"name": self.name, "arguments": arguments}
+        out: JsonObject = {"id": self.id, "type": "function", "function": function}
+        if self.approval is not None:
+            out["codelab_approval"] = self.approval
+        return out
+
+
+Output = str | ToolCallOut | OpenAIError
+
+
+@dataclass
+class LegFolder:
+    """Folds the events of one leg (one input up to its ``done``) into OpenAI outputs.
+
+    Text goes out as it comes. Tool calls are held until ``done``: only a leg that ends
+    waiting for them (and is the request's last) reports them — a later input of the
+    same request would cancel them. An error is fatal when the leg ends in ``error`` or
+    produced nothing else (an edit refused while the approval stays pending); other
+    errors, like a refused path the model then corrects, are only ``extras``.
+    """
+
+    release_calls: bool
+    extras: list[JsonObject] = field(default_factory=list)
+    calls: list[ToolCallOut] = field(default_factory=list)
+    error: pb.ErrorEvent | None = None
+    spoke: bool = False
+    finished: bool = False
+
+    def feed(self, event: pb.ServerEvent) -> list[Output]:
+        kind = event.WhichOneof("event")
+        if kind == "assistant_message":
+            message = event.assistant_message
+            text = message.token or message.content
+            self.spoke = self.spoke or bool(text)
+            return [text] if text else []
+        if kind == "tool_call":
+            self.calls.append(ToolCallOut.from_event(event.tool_call))
+            return []
+        if kind != "done":
+            if kind == "error":
+                self.error = event.error
+            self.extras.append(event_to_json(event))
+            return []
+        self.finished = True
+        status = event.done.status
+        released = self.calls if self.release_calls and status in AWAITING else []
+        if self.error is not None and (status == "error" or not (self.spoke or released)):
+            return [error_from_event(self.error)]
+        if status == "error":
+            return [OpenAIError(502, "the turn failed without an error event", "INTERNAL_ERROR")]
+        return list(released)
+
+
+async def run_legs(
+    stream: SessionStream,
+    inputs: list[pb.ClientMessage],
+    extras: list[JsonObject],
+    idle_timeout: float,
+) -> AsyncIterator[Output]:
+    """Send each input and fold its events up to its ``done``; stop at a fatal error."""
+    events = aiter(stream)
+    for position, message in enumerate(inputs):
+        folder = LegFolder(release_calls=position == len(inputs) - 1, extras=extras)
+        await stream.send(message)
+        while not folder.finished:
+            try:
+                async with asyncio.timeout(idle_timeout):
+                    event = await anext(events)
+            except StopAsyncIteration:
+                yield OpenAIError(503, "the runtime closed the stream", "SERVICE_UNAVAILABLE")
+                return
+            except TimeoutError:
+                yield OpenAIError(504, "no event within the stream timeout", "LLM_TIMEOUT")
+                return
+            except grpc.aio.AioRpcError as error:
+                yield error_from_rpc(error)
+                return
+            for out in folder.feed(event):
+                yield out
+                if isinstance(out, OpenAIError):
+                    return
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """What every object of one completion repeats."""
+
+    completion_id: str
+    created: int
+    model: str
+    session_id: str
+
+    def envelope(self, kind: str, choices: list[JsonObject]) -> JsonObject:
+        """The fields around ``choices`` (``session_id`` is CodeLab's)."""
+        return {
+            "id": self.completion_id,
+            "object": kind,
+            "created": self.created,
+            "model": self.model,
+            "choices": choices,
+            "session_id": self.session_id,
+        }
+
+
+def completion_object(
+    head: Header,
+    text: str,
+    calls: list[ToolCallOut],
+    usage: JsonObject,
+    extras: list[JsonObject],
+) -> JsonObject:
+    message: JsonObject = {"role": "assistant", "content": text or None, "refusal": None}
+    if calls:
+        message["tool_calls"] = [call.part(call.arguments) for call in calls]
+    choice = {
+        "index": 0,
+        "message": message,
+        "logprobs": None,
+        "finish_reason": "tool_calls" if calls else "stop",
+    }
+    return {**head.envelope("chat.completion", [choice]), "usage": usage, "codelab_events": extras}
+
+
+class ChunkWriter:
+    """SSE frames of one streamed completion, in OpenAI's order and shapes."""
+
+    def __init__(self, head: Header, include_usage: bool) -> None:
+        self.head = head
+        self.include_usage = include_usage
+        self.calls = 0
+
+    def frame(self, body: JsonObject) -> str:
+        return f"data: {json.dumps(body, ensure_ascii=False, separators=(',', ':'))}\n\n"
+
+    def chunk(self, delta: JsonObject, finish_reason: str | None = None) -> str:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        body = self.head.envelope(CHUNK, [choice])
+        if self.include_usage:
+            body["usage"] = None  # OpenAI sends null on every chunk but the last
+        return self.frame(body)
+
+    def tool_call(self, call: ToolCallOut) -> list[str]:
+        """The header delta (index, id, type, name), then the arguments."""
+        index, self.calls = self.calls, self.calls + 1
+        frames = [self.chunk({"tool_calls": [{"index": index, **call.part("")}]})]
+        if call.arguments:
+            fragment = {"index": index, "function": {"arguments": call.arguments}}
+            frames.append(self.chunk({"tool_calls": [fragment]}))
+        return frames
+
+
+async def stream_frames(
+    outputs: AsyncIterator[Output],
+    stream: SessionStream,
+    writer: ChunkWriter,
+    usage: Callable[[], Awaitable[JsonObject]],
+) -> AsyncIterator[str]:
+    """The SSE body: role chunk, deltas, finish chunk, optional usage chunk, ``[DONE]``.
+
+    Past the first byte the status is 200, so an error is a ``data: {"error"}`` frame
+    (the SDK raises APIError on it).
+    """
+    try:
+        yield writer.chunk({"role": "assistant", "content": ""})
+        async for out in outputs:
+            if isinstance(out, OpenAIError):
+                yield writer.frame(out.body())
+                yield DONE_FRAME
+                return
+            if isinstance(out, str):
+                yield writer.chunk({"content": out})
+            else:
+                for frame in writer.tool_call(out):
+                    yield frame
+        yield writer.chunk({}, "tool_calls" if writer.calls else "stop")
+        if writer.include_usage:
+            yield writer.frame({**writer.head.envelope(CHUNK, []), "usage": await usage()})
+        yield DONE_FRAME
+    finally:
+        stream.close()
