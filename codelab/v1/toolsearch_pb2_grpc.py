@@ -44,6 +44,16 @@ class ToolSearchStub:
                 request_serializer=codelab_dot_v1_dot_toolsearch__pb2.SearchToolsRequest.SerializeToString,
                 response_deserializer=codelab_dot_v1_dot_toolsearch__pb2.SearchToolsResponse.FromString,
                 _registered_method=True)
+        self.UpsertTools = channel.unary_unary(
+                '/codelab.v1.ToolSearch/UpsertTools',
+                request_serializer=codelab_dot_v1_dot_toolsearch__pb2.UpsertToolsRequest.SerializeToString,
+                response_deserializer=codelab_dot_v1_dot_toolsearch__pb2.UpsertToolsResponse.FromString,
+                _registered_method=True)
+        self.IndexStats = channel.unary_unary(
+                '/codelab.v1.ToolSearch/IndexStats',
+                request_serializer=codelab_dot_v1_dot_toolsearch__pb2.IndexStatsRequest.SerializeToString,
+                response_deserializer=codelab_dot_v1_dot_toolsearch__pb2.IndexStatsResponse.FromString,
+                _registered_method=True)
 
 
 class ToolSearchServicer:
@@ -61,6 +71,20 @@ class ToolSearchServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpsertTools(self, request, context):
+        """Bulk import: a tool gets a new version (and a new embedding) only when its
+        definition changed; re-sending an unchanged tool is a no-op.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def IndexStats(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ToolSearchServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -73,6 +97,16 @@ def add_ToolSearchServicer_to_server(servicer, server):
                     servicer.SearchTools,
                     request_deserializer=codelab_dot_v1_dot_toolsearch__pb2.SearchToolsRequest.FromString,
                     response_serializer=codelab_dot_v1_dot_toolsearch__pb2.SearchToolsResponse.SerializeToString,
+            ),
+            'UpsertTools': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpsertTools,
+                    request_deserializer=codelab_dot_v1_dot_toolsearch__pb2.UpsertToolsRequest.FromString,
+                    response_serializer=codelab_dot_v1_dot_toolsearch__pb2.UpsertToolsResponse.SerializeToString,
+            ),
+            'IndexStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.IndexStats,
+                    request_deserializer=codelab_dot_v1_dot_toolsearch__pb2.IndexStatsRequest.FromString,
+                    response_serializer=codelab_dot_v1_dot_toolsearch__pb2.IndexStatsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -129,6 +163,60 @@ class ToolSearch:
             '/codelab.v1.ToolSearch/SearchTools',
             codelab_dot_v1_dot_toolsearch__pb2.SearchToolsRequest.SerializeToString,
             codelab_dot_v1_dot_toolsearch__pb2.SearchToolsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpsertTools(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/codelab.v1.ToolSearch/UpsertTools',
+            codelab_dot_v1_dot_toolsearch__pb2.UpsertToolsRequest.SerializeToString,
+            codelab_dot_v1_dot_toolsearch__pb2.UpsertToolsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def IndexStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/codelab.v1.ToolSearch/IndexStats',
+            codelab_dot_v1_dot_toolsearch__pb2.IndexStatsRequest.SerializeToString,
+            codelab_dot_v1_dot_toolsearch__pb2.IndexStatsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -9,9 +9,19 @@ from grpc import aio
 
 from codelab.v1 import toolsearch_pb2 as pb
 from codelab.v1 import toolsearch_pb2_grpc as pb_grpc
-from services.toolsearch.catalog import Catalog, Tool
+from services.toolsearch.catalog import SearchFilters, Tool, ToolDraft, make_draft
+from services.toolsearch.errors import InvalidSearch, InvalidTool
+from services.toolsearch.indexing import Indexer
+from services.toolsearch.retrieval import Mode, SearchEngine, SearchRequest
+from services.toolsearch.store import ToolStore
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["ToolSearch"].full_name
+MODES: dict[int, Mode] = {
+    pb.SEARCH_MODE_UNSPECIFIED: "hybrid",
+    pb.SEARCH_MODE_LEXICAL: "lexical",
+    pb.SEARCH_MODE_DENSE: "dense",
+    pb.SEARCH_MODE_HYBRID: "hybrid",
+}
 
 
 def tool_to_proto(tool: Tool) -> pb.ToolSpec:
@@ -23,25 +33,115 @@ def tool_to_proto(tool: Tool) -> pb.ToolSpec:
         executor=tool.executor,
         tags=list(tool.tags),
         active=tool.active,
+        type=tool.type,
+        category=tool.category,
+        long_description=tool.long_description,
+        risk=tool.risk,
+        deprecated=tool.deprecated,
+    )
+
+
+def draft_from_proto(item: pb.ToolInput) -> ToolDraft:
+    try:
+        parameters = json.loads(item.parameters_json) if item.parameters_json else None
+    except json.JSONDecodeError as error:
+        raise InvalidTool(f"{item.name}: parameters_json is not JSON: {error}") from error
+    return make_draft(
+        {
+            "name": item.name,
+            "description": item.description,
+            "long_description": item.long_description,
+            "parameters": parameters,
+            "executor": item.executor,
+            "type": item.type,
+            "category": item.category,
+            "tags": list(item.tags),
+            "risk": item.risk,
+            "deprecated": item.deprecated,
+            "active": not item.inactive,
+        }
+    )
+
+
+def request_from_proto(request: pb.SearchToolsRequest) -> SearchRequest:
+    mode = MODES.get(request.mode)
+    if mode is None:
+        raise InvalidSearch(f"unknown search mode {request.mode}")
+    return SearchRequest(
+        query=request.query,
+        top_k=request.top_k or 5,
+        filters=SearchFilters.build(
+            types=request.types,
+            categories=request.categories,
+            allowed=request.allowed,
+            deny=request.deny,
+            max_risk=request.max_risk,
+            include_deprecated=request.include_deprecated,
+        ),
+        required=tuple(n.strip() for n in request.required if n.strip()),
+        max_tools=request.max_tools,
+        session_id=request.session_id,
+        template=request.template,
+        mode=mode,
     )
 
 
 class ToolSearchServicer(pb_grpc.ToolSearchServicer):
-    """Lists and searches the catalog."""
+    """Lists, searches and imports the catalog."""
 
-    def __init__(self, catalog: Catalog) -> None:
-        self.catalog = catalog
+    def __init__(self, store: ToolStore, engine: SearchEngine, indexer: Indexer) -> None:
+        self.store = store
+        self.engine = engine
+        self.indexer = indexer
 
     async def ListTools(
         self, request: pb.ListToolsRequest, context: aio.ServicerContext[Any, Any]
     ) -> pb.ListToolsResponse:
-        tools = await self.catalog.list_tools(list(request.names))
+        tools = await self.store.list_tools(list(request.names))
         return pb.ListToolsResponse(tools=[tool_to_proto(t) for t in tools])
 
     async def SearchTools(
         self, request: pb.SearchToolsRequest, context: aio.ServicerContext[Any, Any]
     ) -> pb.SearchToolsResponse:
-        found = await self.catalog.search(request.query, request.top_k or 5, list(request.allowed))
+        found = await self.engine.search(request_from_proto(request))
         return pb.SearchToolsResponse(
-            results=[pb.ScoredTool(tool=tool_to_proto(t), score=s) for t, s in found]
+            results=[
+                pb.ScoredTool(
+                    tool=tool_to_proto(hit.tool),
+                    score=hit.score,
+                    lexical_score=hit.lexical_score,
+                    dense_score=hit.dense_score,
+                    required=hit.required,
+                )
+                for hit in found.hits
+            ],
+            cached=found.cached,
+            catalog_version=found.catalog_version,
+            missing_required=list(found.missing_required),
+        )
+
+    async def UpsertTools(
+        self, request: pb.UpsertToolsRequest, context: aio.ServicerContext[Any, Any]
+    ) -> pb.UpsertToolsResponse:
+        report = await self.indexer.upsert([draft_from_proto(t) for t in request.tools])
+        return pb.UpsertToolsResponse(
+            tools=[
+                pb.UpsertedTool(name=t.name, version=t.version, changed=t.changed)
+                for t in report.tools
+            ],
+            catalog_version=report.catalog_version,
+            embedded=report.embedded,
+        )
+
+    async def IndexStats(
+        self, request: pb.IndexStatsRequest, context: aio.ServicerContext[Any, Any]
+    ) -> pb.IndexStatsResponse:
+        snapshot = await self.engine.snapshot()
+        return pb.IndexStatsResponse(
+            tools=len(snapshot.tools),
+            catalog_version=snapshot.version,
+            embedding_model=self.engine.embedder.model_id,
+            embedding_dimensions=self.engine.embedder.dimensions,
+            cache_hits=self.engine.cache_hits,
+            cache_misses=self.engine.cache_misses,
         )

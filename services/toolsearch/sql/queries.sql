@@ -1,34 +1,60 @@
--- name: upsert_builtin
--- A built-in tool gets a new version only when its definition changed.
-insert into toolsearch.tools (name, version, description, parameters, executor, tags)
-select $1, coalesce(max(version), 0) + 1, $2, $3, $4, $5
+-- name: catalog_version
+select version from toolsearch.catalog_state;
+
+-- name: bump_catalog_version
+update toolsearch.catalog_state set version = version + 1 returning version;
+
+-- name: lock_catalog
+-- Writers queue here, so two imports of the same tool never race for a version number.
+select pg_advisory_xact_lock(hashtext('toolsearch.catalog'));
+
+-- name: current_tools
+-- The current version of each named tool (active or not): what an upsert compares with.
+select name, version, description, parameters, executor, tags, active, type, category,
+       long_description, risk, deprecated, embedding_model
 from toolsearch.tools
-where name = $1
-having not exists (
-    select 1 from toolsearch.tools t
-    where t.name = $1
-      and t.version = (select max(version) from toolsearch.tools where name = $1)
-      and t.description = $2 and t.parameters = $3::jsonb and t.executor = $4 and t.tags = $5
-);
+where is_current and name = any($1::text[]);
+
+-- name: active_tools
+-- What search serves; ordered so positions in the in-memory index are stable.
+select name, version, description, parameters, executor, tags, active, type, category,
+       long_description, risk, deprecated
+from toolsearch.tools
+where is_current and active
+order by name;
 
 -- name: list_tools
-select distinct on (name) name, version, description, parameters, executor, tags, active
+select name, version, description, parameters, executor, tags, active, type, category,
+       long_description, risk, deprecated
 from toolsearch.tools
-where active and (cardinality($1::text[]) = 0 or name = any($1))
-order by name, version desc;
+where is_current and active and (cardinality($1::text[]) = 0 or name = any($1))
+order by name;
 
--- name: search_tools
-with latest as (
-    select distinct on (name) *
-    from toolsearch.tools
-    where active and (cardinality($3::text[]) = 0 or name = any($3))
-    order by name, version desc
-), q as (
-    select websearch_to_tsquery('english', $1) || websearch_to_tsquery('simple', $1) as query
-)
-select name, version, description, parameters, executor, tags, active,
-       ts_rank_cd(search, q.query) as score
-from latest, q
-where search @@ q.query
-order by score desc, name
-limit $2;
+-- name: retire_current
+update toolsearch.tools set is_current = false where is_current and name = any($1::text[]);
+
+-- name: insert_version
+insert into toolsearch.tools (
+    name, version, description, parameters, executor, tags, active, type, category,
+    long_description, risk, deprecated, embedding, embedding_model, is_current
+) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::vector, $14, true);
+
+-- name: stale_embeddings
+-- Current versions embedded by another model (or never): redone at start.
+select name, version, description, parameters, executor, tags, active, type, category,
+       long_description, risk, deprecated
+from toolsearch.tools
+where is_current and embedding_model is distinct from $1;
+
+-- name: set_embedding
+update toolsearch.tools set embedding = $3::vector, embedding_model = $4
+where name = $1 and version = $2;
+
+-- name: dense_search
+-- Cosine distance over the HNSW index; $3 (nullable) limits the search to eligible names.
+select name, 1 - (embedding <=> $1::vector) as score
+from toolsearch.tools
+where is_current and active and embedding_model = $2
+  and ($3::text[] is null or name = any($3::text[]))
+order by embedding <=> $1::vector
+limit $4;

@@ -1,0 +1,196 @@
+"""Tool search (seed 003 section 5): BM25 + pgvector, fused, filtered, capped, cached.
+
+The active catalog is held in memory per catalog version (it is small: thousands of
+tools), which gives the BM25 index and the filters their data; dense retrieval asks
+Postgres (HNSW, cosine). Results are cached per (session, template, query hash,
+catalog version, request), so a session asking the same thing again costs a lookup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+from collections import OrderedDict
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Literal
+
+from services.toolsearch.bm25 import Bm25Index
+from services.toolsearch.catalog import SearchFilters, Tool, lexical_text
+from services.toolsearch.config import ToolSearchConfig
+from services.toolsearch.embedder import Embedder
+from services.toolsearch.errors import InvalidSearch
+from services.toolsearch.ranking import select, weighted_fusion
+from services.toolsearch.store import ToolStore
+
+Mode = Literal["lexical", "dense", "hybrid"]
+MAX_TOP_K = 100
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """One search: the query, what may be returned and how many."""
+
+    query: str
+    top_k: int = 5
+    filters: SearchFilters = dataclasses.field(default_factory=SearchFilters)
+    required: tuple[str, ...] = ()
+    """Always returned first, whatever the query (and whatever the filters but ``deny``)."""
+    max_tools: int = 0
+    """Hard cap on the whole result; 0: ``len(required) + top_k``."""
+    session_id: str = ""
+    template: str = ""
+    mode: Mode = "hybrid"
+
+    def validate(self) -> None:
+        """Raise InvalidSearch for a request no search can answer."""
+        if not self.query.strip():
+            raise InvalidSearch("query must not be empty")
+        if not 0 < self.top_k <= MAX_TOP_K:
+            raise InvalidSearch(f"top_k must be between 1 and {MAX_TOP_K}")
+        if not 0 <= self.max_tools <= MAX_TOP_K:
+            raise InvalidSearch(f"max_tools must be between 0 and {MAX_TOP_K}")
+        if self.max_tools and len(set(self.required)) > self.max_tools:
+            raise InvalidSearch("more required tools than max_tools allows")
+        clash = set(self.required) & self.filters.deny
+        if clash:
+            raise InvalidSearch(f"tools both required and denied: {sorted(clash)}")
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One returned tool with the evidence behind its place."""
+
+    tool: Tool
+    score: float
+    lexical_score: float
+    dense_score: float
+    required: bool
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """The tools for one request, best first (required ones on top)."""
+
+    hits: tuple[Hit, ...]
+    catalog_version: int
+    cached: bool = False
+    missing_required: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CatalogSnapshot:
+    """The active tools of one catalog version and the BM25 index over them."""
+
+    version: int
+    tools: tuple[Tool, ...]
+    by_name: dict[str, int]
+    index: Bm25Index
+
+
+class SearchEngine:
+    """Answers searches over the current catalog; one per toolsearch process."""
+
+    def __init__(self, store: ToolStore, embedder: Embedder, config: ToolSearchConfig) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.config = config
+        self._snapshot: CatalogSnapshot | None = None
+        self._reload = asyncio.Lock()
+        self._cache: OrderedDict[Hashable, SearchResult] = OrderedDict()
+        self.cache_hits = 0
+        self.cache_misses = 0
+
+    async def snapshot(self) -> CatalogSnapshot:
+        """The in-memory catalog of the current catalog version (rebuilt when it moved)."""
+        version = await self.store.catalog_version()
+        current = self._snapshot
+        if current is not None and current.version == version:
+            return current
+        async with self._reload:
+            if self._snapshot is None or self._snapshot.version != version:
+                version, tools = await self.store.snapshot()
+                texts = [lexical_text(t) for t in tools]
+                # Indexing thousands of tools takes tens of ms: off the event loop.
+                index = await asyncio.to_thread(Bm25Index, texts)
+                by_name = {t.name: i for i, t in enumerate(tools)}
+                self._snapshot = CatalogSnapshot(version, tuple(tools), by_name, index)
+            return self._snapshot
+
+    def _cache_key(self, request: SearchRequest, version: int) -> Hashable:
+        digest = hashlib.sha256(request.query.encode()).hexdigest()
+        # Everything else that shapes the answer is part of the key too.
+        shape = dataclasses.replace(request, query="", session_id="", template="")
+        return (request.session_id, request.template, digest, version, shape)
+
+    def _cached(self, key: Hashable) -> SearchResult | None:
+        found = self._cache.get(key)
+        if found is None:
+            self.cache_misses += 1
+            return None
+        self.cache_hits += 1
+        self._cache.move_to_end(key)
+        return dataclasses.replace(found, cached=True)
+
+    def _remember(self, key: Hashable, result: SearchResult) -> None:
+        if self.config.cache_size <= 0:
+            return
+        self._cache[key] = result
+        while len(self._cache) > self.config.cache_size:
+            self._cache.popitem(last=False)
+
+    def _lexical(
+        self, request: SearchRequest, snap: CatalogSnapshot, eligible: set[int]
+    ) -> list[tuple[str, float]]:
+        if request.mode not in ("lexical", "hybrid"):
+            return []
+        top = snap.index.top(request.query, self.config.candidates, eligible)
+        return [(snap.tools[i].name, score) for i, score in top]
+
+    async def _dense(
+        self, request: SearchRequest, snap: CatalogSnapshot, eligible: set[int]
+    ) -> list[tuple[str, float]]:
+        if request.mode not in ("dense", "hybrid") or not eligible:
+            return []
+        [vector] = await self.embedder.embed([request.query], purpose="query")
+        # No name list when nothing is filtered out: the plain HNSW scan is the fast path.
+        names = None if len(eligible) == len(snap.tools) else [snap.tools[i].name for i in eligible]
+        found = await self.store.dense_search(
+            vector, self.embedder.model_id, names, self.config.candidates
+        )
+        # The catalog may have moved since the snapshot: keep what the snapshot admits.
+        return [(n, s) for n, s in found if snap.by_name.get(n, -1) in eligible]
+
+    async def search(self, request: SearchRequest) -> SearchResult:
+        """Retrieve, fuse, filter and cap; see SearchRequest for the rules."""
+        request.validate()
+        snap = await self.snapshot()
+        key = self._cache_key(request, snap.version)
+        cached = self._cached(key)
+        if cached is not None:
+            return cached
+        eligible = {i for i, t in enumerate(snap.tools) if request.filters.admits(t)}
+        lexical = self._lexical(request, snap, eligible)
+        dense = await self._dense(request, snap, eligible)
+        if request.mode == "hybrid":
+            ranked = weighted_fusion(lexical, dense, self.config.lexical_weight)
+        else:
+            ranked = lexical or dense
+        required = [n for n in dict.fromkeys(request.required) if n in snap.by_name]
+        missing = tuple(n for n in dict.fromkeys(request.required) if n not in snap.by_name)
+        picks = select(ranked, required=required, top_k=request.top_k, max_tools=request.max_tools)
+        lexical_scores, dense_scores = dict(lexical), dict(dense)
+        hits = tuple(
+            Hit(
+                tool=snap.tools[snap.by_name[p.name]],
+                score=p.score,
+                lexical_score=lexical_scores.get(p.name, 0.0),
+                dense_score=dense_scores.get(p.name, 0.0),
+                required=p.required,
+            )
+            for p in picks
+        )
+        result = SearchResult(hits, snap.version, missing_required=missing)
+        self._remember(key, result)
+        return result

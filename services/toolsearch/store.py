@@ -1,0 +1,198 @@
+"""SQL over ``toolsearch.tools``: versions, the catalog version, pgvector search.
+
+asyncpg errors become DatabaseError here; nothing above this module sees asyncpg.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+
+from services.common.db import Pool
+from services.common.errors import DatabaseError
+from services.common.sql import load_queries
+from services.toolsearch.catalog import Tool, ToolDraft
+from services.toolsearch.embedder import vector_literal
+
+SQL_DIR = Path(__file__).parent / "sql"
+QUERIES = load_queries(SQL_DIR / "queries.sql")
+DB_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
+
+
+def _tool(row: asyncpg.Record) -> Tool:
+    return Tool(
+        name=row["name"],
+        version=row["version"],
+        description=row["description"],
+        parameters=row["parameters"],
+        executor=row["executor"],
+        tags=tuple(row["tags"]),
+        active=row["active"],
+        type=row["type"],
+        category=row["category"],
+        risk=row["risk"],
+        long_description=row["long_description"],
+        deprecated=row["deprecated"],
+    )
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A current version and the model its embedding came from (None: not embedded)."""
+
+    tool: Tool
+    embedding_model: str | None
+
+
+async def _current(conn: asyncpg.Connection, names: Sequence[str]) -> dict[str, Stored]:
+    rows = await conn.fetch(QUERIES["current_tools"], list(names))
+    return {r["name"]: Stored(_tool(r), r["embedding_model"]) for r in rows}
+
+
+class CatalogWriter:
+    """Writes inside one transaction that holds the catalog's advisory lock."""
+
+    def __init__(self, conn: asyncpg.Connection) -> None:
+        self.conn = conn
+
+    async def current(self, names: Sequence[str]) -> dict[str, Stored]:
+        """Current versions of ``names``, as of this (locked) transaction."""
+        return await _current(self.conn, names)
+
+    async def add_versions(
+        self, versions: Sequence[tuple[ToolDraft, int, Sequence[float]]], model: str
+    ) -> None:
+        """Insert (draft, version, vector) rows as the new current versions."""
+        await self.conn.execute(QUERIES["retire_current"], [d.name for d, _, _ in versions])
+        await self.conn.executemany(
+            QUERIES["insert_version"],
+            [
+                (
+                    d.name,
+                    version,
+                    d.description,
+                    d.parameters,
+                    d.executor,
+                    list(d.tags),
+                    d.active,
+                    d.type,
+                    d.category,
+                    d.long_description,
+                    d.risk,
+                    d.deprecated,
+                    vector_literal(vector),
+                    model,
+                )
+                for d, version, vector in versions
+            ],
+        )
+
+    async def set_embeddings(
+        self, rows: Sequence[tuple[str, int, Sequence[float]]], model: str
+    ) -> None:
+        await self.conn.executemany(
+            QUERIES["set_embedding"],
+            [(name, version, vector_literal(v), model) for name, version, v in rows],
+        )
+
+    async def bump(self) -> int:
+        version: int = await self.conn.fetchval(QUERIES["bump_catalog_version"])
+        return version
+
+    async def version(self) -> int:
+        version: int = await self.conn.fetchval(QUERIES["catalog_version"])
+        return version
+
+
+class ToolStore:
+    """Reads and writes the catalog tables."""
+
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
+
+    @contextlib.asynccontextmanager
+    async def writer(self) -> AsyncIterator[CatalogWriter]:
+        """A transaction holding the catalog lock; asyncpg errors become DatabaseError."""
+        try:
+            async with self.pool.acquire() as conn, conn.transaction():
+                await conn.execute(QUERIES["lock_catalog"])
+                yield CatalogWriter(conn)
+        except DB_ERRORS as error:
+            raise DatabaseError(f"cannot write tools: {error}", code="DB_WRITE_ERROR") from error
+
+    async def catalog_version(self) -> int:
+        try:
+            version: int = await self.pool.fetchval(QUERIES["catalog_version"])
+        except DB_ERRORS as error:
+            raise DatabaseError(
+                f"cannot read the catalog: {error}", code="DB_READ_ERROR"
+            ) from error
+        return version
+
+    async def snapshot(self) -> tuple[int, list[Tool]]:
+        """The catalog version and its active tools, read consistently."""
+        try:
+            async with (
+                self.pool.acquire() as conn,
+                conn.transaction(isolation="repeatable_read", readonly=True),
+            ):
+                version: int = await conn.fetchval(QUERIES["catalog_version"])
+                rows = await conn.fetch(QUERIES["active_tools"])
+        except DB_ERRORS as error:
+            raise DatabaseError(
+                f"cannot read the catalog: {error}", code="DB_READ_ERROR"
+            ) from error
+        return version, [_tool(r) for r in rows]
+
+    async def current(self, names: Sequence[str]) -> dict[str, Stored]:
+        """Current versions of ``names``, without the lock (a first look before embedding)."""
+        try:
+            async with self.pool.acquire() as conn:
+                return await _current(conn, names)
+        except DB_ERRORS as error:
+            raise DatabaseError(
+                f"cannot read the catalog: {error}", code="DB_READ_ERROR"
+            ) from error
+
+    async def list_tools(self, names: Sequence[str]) -> list[Tool]:
+        try:
+            rows = await self.pool.fetch(QUERIES["list_tools"], list(names))
+        except DB_ERRORS as error:
+            raise DatabaseError(f"cannot list tools: {error}", code="DB_READ_ERROR") from error
+        return [_tool(r) for r in rows]
+
+    async def stale_embeddings(self, model: str) -> list[Tool]:
+        """Current versions not embedded by ``model``."""
+        try:
+            rows = await self.pool.fetch(QUERIES["stale_embeddings"], model)
+        except DB_ERRORS as error:
+            raise DatabaseError(
+                f"cannot read the catalog: {error}", code="DB_READ_ERROR"
+            ) from error
+        return [_tool(r) for r in rows]
+
+    async def dense_search(
+        self, vector: Sequence[float], model: str, eligible: Sequence[str] | None, limit: int
+    ) -> list[tuple[str, float]]:
+        """Nearest current tools by cosine similarity, best first."""
+        try:
+            async with self.pool.acquire() as conn, conn.transaction():
+                # ef_search bounds how many rows HNSW can return; iterative scan keeps
+                # looking when the name filter removes candidates (pgvector >= 0.8).
+                await conn.execute(f"set local hnsw.ef_search = {max(40, min(limit, 1000))}")
+                await conn.execute("set local hnsw.iterative_scan = relaxed_order")
+                rows = await conn.fetch(
+                    QUERIES["dense_search"],
+                    vector_literal(vector),
+                    model,
+                    None if eligible is None else list(eligible),
+                    limit,
+                )
+        except DB_ERRORS as error:
+            raise DatabaseError(f"cannot search tools: {error}", code="DB_READ_ERROR") from error
+        # relaxed_order may return neighbours slightly out of order.
+        return sorted(((r["name"], float(r["score"])) for r in rows), key=lambda x: -x[1])
