@@ -95,8 +95,10 @@ class Runtime:
         await self.hub.reset(sid)
         session = await self.store.get_session(sid)
         if session.turn_state == "running":
-            # The previous owner died mid-turn: say so; the session goes on from its ledger.
             await self.store.set_turn_state(sid, "idle")
+        if session.turn_state == "running" and await self.store.last_event_type(sid) != "done":
+            # The previous owner died mid-turn (its last word was not `done`): say so; the
+            # session goes on from its ledger.
             await self.hub.emit(
                 sid,
                 events.error(

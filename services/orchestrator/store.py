@@ -164,6 +164,11 @@ class SessionStore:
             rows = await self.pool.fetch(QUERIES["interrupted_turns"])
         return [r["session_id"] for r in rows]
 
+    async def last_event_type(self, session_id: str) -> str | None:
+        async with db_errors("read events", "DB_READ_ERROR"):
+            kind: str | None = await self.pool.fetchval(QUERIES["last_event_type"], session_id)
+        return kind
+
     async def set_busy_policy(self, session_id: str, policy: str) -> None:
         async with db_errors("save session", "DB_WRITE_ERROR"):
             await self.pool.execute(QUERIES["set_busy_policy"], session_id, policy)

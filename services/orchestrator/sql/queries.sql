@@ -231,3 +231,6 @@ where c.call_id = $1 and (c.session_id = $2 or s.parent_session_id = $2);
 
 -- name: child_sessions
 select session_id from orchestrator.sessions where parent_session_id = $1;
+
+-- name: last_event_type
+select type from orchestrator.events where session_id = $1 order by seq desc limit 1;
