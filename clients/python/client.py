@@ -15,8 +15,14 @@ import grpc
 from grpc import aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from codelab.v1 import (
+    admin_pb2_grpc,
+    hitl_pb2_grpc,
+    llmproxy_pb2_grpc,
+    runtime_pb2_grpc,
+    toolsearch_pb2_grpc,
+)
 from codelab.v1 import common_pb2 as common
-from codelab.v1 import hitl_pb2_grpc, llmproxy_pb2_grpc, runtime_pb2_grpc, toolsearch_pb2_grpc
 from services.common.channels import internal_channel
 from services.common.settings import Settings
 
@@ -90,6 +96,14 @@ class MeshClient:
         self.runtime = cast(
             "runtime_pb2_grpc.AgentRuntimeAsyncStub",
             runtime_pb2_grpc.AgentRuntimeStub(self._channels["orchestrator"]),
+        )
+
+    @property
+    def admin(self) -> admin_pb2_grpc.AgentAdminAsyncStub:
+        """Templates, instances and agent search (served by the orchestrator)."""
+        return cast(
+            "admin_pb2_grpc.AgentAdminAsyncStub",
+            admin_pb2_grpc.AgentAdminStub(self._channel("orchestrator")),
         )
 
     @property

@@ -16,6 +16,7 @@ from clients.python import MeshClient
 from codelab.v1 import runtime_pb2
 from services.common.settings import Settings
 from services.gateway import openai_api
+from services.gateway.admin import install_admin
 from services.gateway.auth import Authenticator, Unauthorized
 from services.gateway.mesh import WS_CLOSE_POLICY, WS_CLOSE_UNAVAILABLE, describe
 from services.gateway.rest import build_router
@@ -69,6 +70,7 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
         return JSONResponse(error_body(code, message, details), status_code=status)
 
     app.include_router(build_router(client, auth))
+    install_admin(app, client, auth)
     app.include_router(openai_api.build_router(client, auth, settings))
 
     @app.get("/health", tags=["ops"])

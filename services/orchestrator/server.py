@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import cast
 
-from codelab.v1 import hitl_pb2_grpc, llmproxy_pb2_grpc, toolsearch_pb2_grpc
+from grpc import aio
+
+from codelab.v1 import admin_pb2_grpc, hitl_pb2_grpc, llmproxy_pb2_grpc, toolsearch_pb2_grpc
 from codelab.v1 import runtime_pb2_grpc as pb_grpc
 from services.common import db
 from services.common.channels import internal_channel
@@ -12,8 +14,11 @@ from services.common.probes import health_probe
 from services.common.runner import run_service
 from services.common.server import MeshServer, ServiceDeps, create_server
 from services.common.settings import Settings
+from services.orchestrator.admin_servicer import SERVICE_NAME as ADMIN_SERVICE_NAME
+from services.orchestrator.admin_servicer import AgentAdminServicer
 from services.orchestrator.hub import SessionHub
 from services.orchestrator.inputs import Inputs
+from services.orchestrator.instances import InstancePool
 from services.orchestrator.ledger import Ledger
 from services.orchestrator.llm import LlmClient
 from services.orchestrator.loop import AgentLoop
@@ -70,19 +75,29 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         retention_days=settings.session_retention_days,
     )
     servicer = AgentRuntimeServicer(runtime, hub, store, ledger, agents, hitl)
+    instances = InstancePool(
+        pool, agents, clients={"llm": llm, "hitl": hitl, "toolbox": loop.toolbox}
+    )
+    admin = AgentAdminServicer(pool, agents, loop.toolbox, instances)
+
+    def register(server: aio.Server) -> None:
+        pb_grpc.add_AgentRuntimeServicer_to_server(servicer, server)
+        admin_pb2_grpc.add_AgentAdminServicer_to_server(admin, server)
 
     async def database_answers() -> bool:
         return await db.ping(pool)
 
     deps = ServiceDeps(
         name="orchestrator",
-        full_names=(SERVICE_NAME,),
-        register=lambda server: pb_grpc.add_AgentRuntimeServicer_to_server(servicer, server),
+        full_names=(SERVICE_NAME, ADMIN_SERVICE_NAME),
+        register=register,
         probes=(database_answers, *(health_probe(c) for c in channels.values())),
     )
     server, port = create_server(settings, deps, address)
     await runtime.start()
     server.on_stop.append(runtime.close)
+    await instances.start()
+    server.on_stop.append(instances.close)
     for channel in channels.values():
         server.on_stop.append(channel.close)
     return server, port

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -39,8 +40,8 @@ async def mesh(database_url: str) -> AsyncIterator[Mesh]:
         yield running
 
 
-def offered(request: dict[str, object]) -> set[str]:
-    return {t["function"]["name"] for t in request.get("tools", [])}  # type: ignore[union-attr]
+def offered(request: dict[str, Any]) -> set[str]:
+    return {t["function"]["name"] for t in request.get("tools", [])}
 
 
 async def test_a_delegate_answers_for_the_parent(mesh: Mesh) -> None:

@@ -227,7 +227,9 @@ async def test_asking_to_create_a_named_file_calls_write_file() -> None:
     }
     (call,) = default_scenario(body).tool_calls
     assert call.name == "write_file"
-    assert call.arguments["path"] == "hello.py"
-    assert "prints hi" in call.arguments["content"]
+    arguments = call.arguments
+    assert isinstance(arguments, dict)
+    assert arguments["path"] == "hello.py"
+    assert "prints hi" in arguments["content"]
     read = default_scenario({**body, "messages": [{"role": "user", "content": "read main.py"}]})
     assert [c.name for c in read.tool_calls] == ["read_file"]

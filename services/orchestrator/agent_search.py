@@ -1,0 +1,102 @@
+"""Agent directory search (seed 003 section 7.1): which template suits a request.
+
+Lexical, and honest about it: Okapi BM25 over the few served templates, built per
+query (a handful of documents index in microseconds, so there is no index to keep in
+sync with admin changes). Fields are weighted by repeating their terms: the name, tags
+and capability text say what an agent is for, the system prompt mostly how it behaves.
+No embeddings: ``agent_templates.embedding`` is reserved for a dense variant; a query
+sharing no word with any template scores nothing and returns no result.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from services.orchestrator.templates import AgentTemplate
+
+_WORD = re.compile(r"[^\W_]+")
+# Words that appear in nearly every prompt ("you", "agent") would only add noise.
+STOPWORDS = frozenset(
+    {
+        *("a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "for", "from", "how"),
+        *("i", "in", "is", "it", "me", "my", "of", "on", "or", "please", "the", "this", "to"),
+        *("what", "with", "you", "your", "agent", "agents"),
+    }
+)
+# (weight, field): the weight is how many times the field's terms count.
+FIELD_WEIGHTS = (3, "name"), (3, "tags"), (2, "description"), (2, "capabilities"), (1, "prompt")
+K1, B = 1.2, 0.75
+
+
+def _stem(word: str) -> str:
+    # Plural folding only ("errors" finds "error"); a real stemmer mangles identifiers.
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith("s") and not word.endswith("ss") and len(word) > 3:
+        return word[:-1]
+    return word
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased words, stop words dropped, plurals folded."""
+    return [_stem(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
+
+
+def _fields(template: AgentTemplate) -> dict[str, str]:
+    meta = template.multiagent_meta
+    return {
+        "name": f"{template.name} {template.display_name}",
+        "tags": " ".join(str(t) for t in meta.get("tags", ())),
+        "description": template.description,
+        "capabilities": str(meta.get("capabilities", "")),
+        "prompt": template.system_prompt,
+    }
+
+
+def document(template: AgentTemplate) -> Counter[str]:
+    """The template's weighted term frequencies."""
+    fields = _fields(template)
+    counts: Counter[str] = Counter()
+    for weight, name in FIELD_WEIGHTS:
+        for term in tokenize(fields[name]):
+            counts[term] += weight
+    return counts
+
+
+@dataclass(frozen=True)
+class AgentHit:
+    """A template and how well it matches the query."""
+
+    template: AgentTemplate
+    score: float
+    matched: tuple[str, ...]
+    """The query terms the template contains."""
+
+
+def search_agents(query: str, templates: Sequence[AgentTemplate], top_k: int = 5) -> list[AgentHit]:
+    """The ``top_k`` best-scoring templates (score > 0), best first; ties by name."""
+    terms = set(tokenize(query))
+    docs = [(t, document(t)) for t in templates]
+    if not terms or not docs:
+        return []
+    average = sum(sum(d.values()) for _, d in docs) / len(docs)
+    hits: list[AgentHit] = []
+    for template, counts in docs:
+        length_norm = 1 - B + B * sum(counts.values()) / average
+        score, matched = 0.0, []
+        for term in sorted(terms):
+            frequency = counts.get(term, 0)
+            if not frequency:
+                continue
+            having = sum(1 for _, d in docs if term in d)
+            idf = math.log(1 + (len(docs) - having + 0.5) / (having + 0.5))
+            score += idf * frequency * (K1 + 1) / (frequency + K1 * length_norm)
+            matched.append(term)
+        if score > 0:
+            hits.append(AgentHit(template, round(score, 6), tuple(matched)))
+    hits.sort(key=lambda h: (-h.score, h.template.name))
+    return hits[:top_k]
