@@ -351,6 +351,8 @@ class Session(_message.Message):
     CURRENT_AGENT_FIELD_NUMBER: _builtins.int
     USER_ID_FIELD_NUMBER: _builtins.int
     BUSY_POLICY_FIELD_NUMBER: _builtins.int
+    TOOL_SCHEMA_TOKENS_OFFERED_FIELD_NUMBER: _builtins.int
+    TOOL_SCHEMA_TOKENS_ALL_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     title: _builtins.str
     created_at: _builtins.str
@@ -360,6 +362,11 @@ class Session(_message.Message):
     current_agent: _builtins.str
     user_id: _builtins.str
     busy_policy: _builtins.str
+    tool_schema_tokens_offered: _builtins.int
+    """Estimated tokens of the tool schemas offered to the model over the session, and
+    what offering every allowed tool would have cost (tool search's savings).
+    """
+    tool_schema_tokens_all: _builtins.int
     def __init__(
         self,
         *,
@@ -372,10 +379,12 @@ class Session(_message.Message):
         current_agent: _builtins.str = ...,
         user_id: _builtins.str = ...,
         busy_policy: _builtins.str = ...,
+        tool_schema_tokens_offered: _builtins.int = ...,
+        tool_schema_tokens_all: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["busy_policy", b"busy_policy", "created_at", b"created_at", "current_agent", b"current_agent", "is_active", b"is_active", "last_activity", b"last_activity", "message_count", b"message_count", "session_id", b"session_id", "title", b"title", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["busy_policy", b"busy_policy", "created_at", b"created_at", "current_agent", b"current_agent", "is_active", b"is_active", "last_activity", b"last_activity", "message_count", b"message_count", "session_id", b"session_id", "title", b"title", "tool_schema_tokens_all", b"tool_schema_tokens_all", "tool_schema_tokens_offered", b"tool_schema_tokens_offered", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -180,9 +180,20 @@ def build_router(client: MeshClient, auth: Authenticator) -> APIRouter:
     async def session_metrics(request: Request, session_id: str) -> dict[str, Any]:
         user = auth.user_for(request.headers)
         # llmproxy knows no owners: the orchestrator decides whether the caller may look.
-        await require_session(session_id, user)
+        session = await runtime.GetSession(
+            runtime_pb2.GetSessionRequest(session_id=session_id, user_id=user)
+        )
         reply = await client.llmproxy.GetUsage(llmproxy_pb2.GetUsageRequest(session_id=session_id))
-        return render.usage(reply)
+        offered, everything = session.tool_schema_tokens_offered, session.tool_schema_tokens_all
+        return {
+            **render.usage(reply),
+            # Tool search's context thrift: schema tokens offered vs every allowed tool.
+            "tool_schema_tokens": {
+                "offered": offered,
+                "all_allowed": everything,
+                "saved": everything - offered,
+            },
+        }
 
     @router.get(
         "/events/metrics/sessions",

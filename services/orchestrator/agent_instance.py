@@ -9,6 +9,7 @@ instance whose cleanup fails.
 
 from __future__ import annotations
 
+import contextvars
 import datetime as dt
 import uuid
 from collections.abc import Callable, Mapping
@@ -42,6 +43,11 @@ class CleanupFailed(ServiceError):
 
     code = "INTERNAL_ERROR"
     kind = ErrorKind.INTERNAL
+
+
+SCRATCH: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("instance_scratch")
+"""The leased instance's per-session scratch state, for code deep in the agent loop
+(e.g. tools found with tool_search); wiped when the instance returns to the pool."""
 
 
 class AgentInstance:

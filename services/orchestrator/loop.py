@@ -17,6 +17,7 @@ from typing import Any
 
 from services.common.errors import ServiceError
 from services.orchestrator import events
+from services.orchestrator.agent_instance import SCRATCH
 from services.orchestrator.arguments import validate_arguments
 from services.orchestrator.delegation import Delegation
 from services.orchestrator.file_rules import check_paths
@@ -27,7 +28,7 @@ from services.orchestrator.local_tools import run_local_tool
 from services.orchestrator.mesh_clients import HitlClient
 from services.orchestrator.store import SessionRow, SessionStore, StoredMessage
 from services.orchestrator.templates import ORCHESTRATOR, AgentRegistry, AgentTemplate
-from services.orchestrator.toolbox import SWITCH_AGENT, Toolbox
+from services.orchestrator.toolbox import SWITCH_AGENT, TOOL_SEARCH, Toolbox, schema_tokens
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,8 @@ class AgentLoop:
         self.hitl = hitl
         self.budgets: dict[str, Budget] = {}
         self._parents: dict[str, tuple[str, str] | None] = {}
+        # The status of the last `done` per session, for the session state machine.
+        self.last_done: dict[str, str] = {}
         # Set by the plan runner: called when an agent finishes while a plan runs.
         self.plans: Any = None
         self.delegation = Delegation(self)
@@ -75,6 +78,8 @@ class AgentLoop:
         """Send events to the client of ``sid``: a delegated child's go to its parent's."""
         audience = await self.audience(sid)
         for item in items:
+            if item.WhichOneof("event") == "done":
+                self.last_done[audience] = item.done.status
             await self.hub.emit(audience, item)
 
     async def audience(self, sid: str) -> str:
@@ -156,7 +161,11 @@ class AgentLoop:
         """Ask the model; stream its text. Returns the answer, or None when it called tools."""
         session = await self.store.get_session(sid)
         history = await self.store.history(sid)
-        tools = await self.toolbox.offered(template)
+        query = next((m.content for m in reversed(history) if m.role == "user"), "")
+        pinned = SCRATCH.get({}).get("pinned_tools", ())
+        tools = await self.toolbox.for_step(template, query, sid, tuple(pinned))
+        everything = await self.toolbox.offered(template)
+        await self.store.add_tool_tokens(sid, schema_tokens(tools), schema_tokens(everything))
         message_id = new_id("msg")
         parts: list[str] = []
         calls: list[ModelToolCall] = []
@@ -401,6 +410,8 @@ class AgentLoop:
             await self.complete(call, f"Switched to the {target} agent, which continues the task.")
             await self.switch(sid, target, arguments.get("reason", ""), method="handoff")
             return False
+        if call.tool_name == TOOL_SEARCH:
+            return await self.tool_search(call, template, arguments)
         if call.tool_name == "create_plan" and self.plans is not None:
             waiting: bool = await self.plans.propose(call, template, arguments)
             return waiting
@@ -421,6 +432,34 @@ class AgentLoop:
             return False
         await self.finish(sid, template, text)
         return True
+
+    async def tool_search(
+        self, call: LedgerCall, template: AgentTemplate, arguments: dict[str, Any]
+    ) -> bool:
+        """Find tools for the next steps; they stay offered while this instance serves."""
+        search = self.toolbox.search
+        allowed = [t.name for t in await self.toolbox.offered(template)]
+        found = (
+            await search(
+                arguments["query"],
+                allowed,
+                (),
+                int(arguments.get("top_k", 5)),
+                call.session_id,
+                template.name,
+            )
+            if search is not None
+            else []
+        )
+        scratch = SCRATCH.get(None)
+        if scratch is not None:
+            scratch.setdefault("pinned_tools", set()).update(found)
+        catalog = await self.toolbox.catalog()
+        listing = [
+            {"name": n, "description": catalog[n].description} for n in found if n in catalog
+        ]
+        await self.complete(call, json.dumps(listing))
+        return False
 
     async def finish(self, sid: str, template: AgentTemplate, answer: str = "") -> None:
         """The task is done: control returns to the orchestrator (or to the delegator)."""

@@ -205,3 +205,29 @@ async def load_catalog(stub: toolsearch_pb2_grpc.ToolSearchAsyncStub) -> list[To
     return catalog_from_json(
         [(t.name, t.description, t.parameters_json, t.executor) for t in reply.tools]
     )
+
+
+def tool_searcher(stub: toolsearch_pb2_grpc.ToolSearchAsyncStub) -> Any:
+    """A Toolbox.search over the toolsearch service (hybrid retrieval)."""
+
+    async def search(
+        query: str,
+        allowed: Sequence[str],
+        required: Sequence[str],
+        max_tools: int,
+        session_id: str,
+        template: str,
+    ) -> list[str]:
+        request = toolsearch_pb2.SearchToolsRequest(
+            query=query,
+            top_k=max_tools or 8,
+            allowed=list(allowed),
+            required=list(required),
+            max_tools=max_tools,
+            session_id=session_id,
+            template=template,
+        )
+        reply = await call(lambda: stub.SearchTools(request))
+        return [r.tool.name for r in reply.results]
+
+    return search

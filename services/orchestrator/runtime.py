@@ -18,10 +18,13 @@ from codelab.v1 import common_pb2 as pb
 from services.common.errors import ServiceError
 from services.common.logs import log_context
 from services.orchestrator import events
+from services.orchestrator.agent_instance import SCRATCH
 from services.orchestrator.hub import SessionHub
 from services.orchestrator.inputs import Inputs
+from services.orchestrator.instances import InstancePool
 from services.orchestrator.mesh_clients import Expired, HitlClient
 from services.orchestrator.ownership import Ownership
+from services.orchestrator.session_states import InvalidTransition, SessionState, set_state
 from services.orchestrator.store import SessionRow, SessionStore
 from services.orchestrator.templates import AgentRegistry
 
@@ -29,6 +32,12 @@ log = logging.getLogger(__name__)
 
 IDLE_SECONDS = 60.0
 Item = pb.ClientMessage | Expired
+DONE_STATES = {
+    "completed": SessionState.COMPLETED,
+    "awaiting_user": SessionState.WAITING_FOR_CLARIFICATION,
+    "error": SessionState.FAILED,
+    "cancelled": SessionState.CANCELLED,
+}
 
 
 class Runtime:
@@ -42,6 +51,7 @@ class Runtime:
         agents: AgentRegistry,
         hitl: HitlClient,
         ownership: Ownership,
+        instances: InstancePool,
         *,
         sweep_every: float = 1.0,
         retention_days: float = 30.0,
@@ -52,6 +62,7 @@ class Runtime:
         self.agents = agents
         self.hitl = hitl
         self.ownership = ownership
+        self.instances = instances
         self.sweep_every = sweep_every
         self.retention_days = retention_days
         self._inboxes: dict[str, asyncio.Queue[tuple[str, Item]]] = {}
@@ -171,6 +182,41 @@ class Runtime:
 
     async def _run_one(self, sid: str, user_id: str, item: Item) -> None:
         await self.store.set_turn_state(sid, "running")
+        if self._starts_task(item):
+            await self._move(sid, SessionState.RESEARCHING)
+        session = await self.store.get_session(sid)
+        agent = (
+            session.current_agent if self.agents.has(session.current_agent) else (self.agents.entry)
+        )
+        # A pooled instance serves the session while this message is handled; its
+        # scratch state is wiped when it goes back to the pool (no leaks between sessions).
+        async with self.instances.lease(agent, sid) as instance:
+            token = SCRATCH.set(instance.scratch)
+            try:
+                await self._handle_in_task(sid, user_id, item)
+            finally:
+                SCRATCH.reset(token)
+        status = self.inputs.loop.last_done.pop(sid, "")
+        if status in DONE_STATES:
+            await self._move(sid, DONE_STATES[status])
+        await self.store.set_turn_state(sid, "idle")
+
+    @staticmethod
+    def _starts_task(item: Item) -> bool:
+        if not isinstance(item, pb.ClientMessage):
+            return False
+        kind = item.WhichOneof("message")
+        return kind == "user_message" or (
+            kind == "switch_agent" and bool(item.switch_agent.content.strip())
+        )
+
+    async def _move(self, sid: str, state: SessionState) -> None:
+        try:
+            await set_state(self.store.pool, sid, state)
+        except InvalidTransition as error:
+            log.debug("state unchanged", extra={"fields": {"err": error.message}})
+
+    async def _handle_in_task(self, sid: str, user_id: str, item: Item) -> None:
         task = asyncio.create_task(self._handle(sid, user_id, item))
         self._running[sid] = task
         try:
@@ -183,7 +229,6 @@ class Runtime:
             await self.inputs.fail(sid, "INTERNAL_ERROR", "the runtime failed on this message")
         if task.cancelled() and not self._is_cancel(item):
             await self.inputs.cancelled(sid)
-        await self.store.set_turn_state(sid, "idle")
 
     @staticmethod
     def _is_cancel(item: Item) -> bool:

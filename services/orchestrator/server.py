@@ -22,7 +22,7 @@ from services.orchestrator.instances import InstancePool
 from services.orchestrator.ledger import Ledger
 from services.orchestrator.llm import LlmClient
 from services.orchestrator.loop import AgentLoop
-from services.orchestrator.mesh_clients import HitlClient, load_catalog
+from services.orchestrator.mesh_clients import HitlClient, load_catalog, tool_searcher
 from services.orchestrator.ownership import Ownership
 from services.orchestrator.plans import PlanRunner
 from services.orchestrator.runtime import Runtime
@@ -61,9 +61,18 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
     store, ledger = SessionStore(pool), Ledger(pool)
     hub = SessionHub(store)
     loop = AgentLoop(
-        store, ledger, hub, llm, agents, Toolbox(lambda: load_catalog(toolsearch), agents.all), hitl
+        store,
+        ledger,
+        hub,
+        llm,
+        agents,
+        Toolbox(lambda: load_catalog(toolsearch), agents.all, tool_searcher(toolsearch)),
+        hitl,
     )
     inputs = Inputs(loop, PlanRunner(loop))
+    instances = InstancePool(
+        pool, agents, clients={"llm": llm, "hitl": hitl, "toolbox": loop.toolbox}
+    )
     runtime = Runtime(
         store,
         hub,
@@ -71,13 +80,11 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         agents,
         hitl,
         Ownership(pool),
+        instances,
         sweep_every=min(1.0, settings.hitl_timeout / 4),
         retention_days=settings.session_retention_days,
     )
     servicer = AgentRuntimeServicer(runtime, hub, store, ledger, agents, hitl)
-    instances = InstancePool(
-        pool, agents, clients={"llm": llm, "hitl": hitl, "toolbox": loop.toolbox}
-    )
     admin = AgentAdminServicer(pool, agents, loop.toolbox, instances)
 
     def register(server: aio.Server) -> None:
@@ -94,9 +101,9 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         probes=(database_answers, *(health_probe(c) for c in channels.values())),
     )
     server, port = create_server(settings, deps, address)
+    await instances.start()
     await runtime.start()
     server.on_stop.append(runtime.close)
-    await instances.start()
     server.on_stop.append(instances.close)
     for channel in channels.values():
         server.on_stop.append(channel.close)

@@ -40,6 +40,8 @@ def session_to_proto(row: SessionRow) -> pb.Session:
         current_agent=row.current_agent,
         user_id=row.user_id,
         busy_policy=row.busy_policy,
+        tool_schema_tokens_offered=row.tool_tokens_offered,
+        tool_schema_tokens_all=row.tool_tokens_all,
     )
 
 

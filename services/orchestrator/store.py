@@ -35,6 +35,8 @@ class SessionRow:
     last_switch_at: dt.datetime | None = None
     busy_policy: str = "enqueue"
     turn_state: str = "idle"
+    tool_tokens_offered: int = 0
+    tool_tokens_all: int = 0
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,8 @@ def _session(row: asyncpg.Record) -> SessionRow:
         last_switch_at=row["last_switch_at"],
         busy_policy=row["busy_policy"],
         turn_state=row["turn_state"],
+        tool_tokens_offered=row["tool_tokens_offered"],
+        tool_tokens_all=row["tool_tokens_all"],
     )
 
 
@@ -204,3 +208,13 @@ class SessionStore:
         async with db_errors("read sessions", "DB_READ_ERROR"):
             rows = await self.pool.fetch(QUERIES["child_sessions"], session_id)
         return [r["session_id"] for r in rows]
+
+    async def add_tool_tokens(self, session_id: str, offered: int, everything: int) -> None:
+        async with db_errors("save tool tokens", "DB_WRITE_ERROR"):
+            await self.pool.execute(QUERIES["add_tool_tokens"], session_id, offered, everything)
+
+    async def tool_tokens(self, session_id: str) -> tuple[int, int]:
+        """(schema tokens offered, schema tokens of every allowed tool) over the session."""
+        async with db_errors("read tool tokens", "DB_READ_ERROR"):
+            row = await self.pool.fetchrow(QUERIES["tool_tokens"], session_id)
+        return (row["tool_tokens_offered"], row["tool_tokens_all"]) if row else (0, 0)

@@ -15,6 +15,7 @@ from typing import Any
 from services.orchestrator.templates import ALL_TOOLS, AgentTemplate
 
 SWITCH_AGENT = "switch_agent"
+TOOL_SEARCH = "tool_search"
 AGENT_TOOL_PREFIX = "agent."
 
 
@@ -70,16 +71,45 @@ def agent_tool_spec(template: AgentTemplate) -> ToolSpec:
     )
 
 
+def tool_search_spec() -> ToolSpec:
+    """The meta tool of retrieval mode: find more tools for the next steps."""
+    return ToolSpec(
+        name=TOOL_SEARCH,
+        description="Search the tool catalog when none of the offered tools fits; the tools "
+        "found are offered from the next step on.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "minLength": 1},
+                "top_k": {"type": "integer", "minimum": 1, "maximum": 10},
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+        executor="system",
+    )
+
+
+def schema_tokens(tools: Sequence[ToolSpec]) -> int:
+    """Roughly what the tools' schemas cost in the prompt (4 characters a token)."""
+    return sum(len(json.dumps(t.as_function())) for t in tools) // 4
+
+
 CatalogLoader = Callable[[], Awaitable[list[ToolSpec]]]
+# (query, allowed names, required names, max_tools, session_id, template) -> ranked names
+Search = Callable[[str, Sequence[str], Sequence[str], int, str, str], Awaitable[list[str]]]
 Templates = Callable[[], Sequence[AgentTemplate]]
 
 
 class Toolbox:
     """Resolves templates to tool specs over a cached catalog."""
 
-    def __init__(self, load: CatalogLoader, templates: Templates = lambda: ()) -> None:
+    def __init__(
+        self, load: CatalogLoader, templates: Templates = lambda: (), search: Search | None = None
+    ) -> None:
         self._load = load
         self._templates = templates
+        self.search = search
         self._catalog: dict[str, ToolSpec] = {}
 
     async def refresh(self) -> None:
@@ -101,6 +131,8 @@ class Toolbox:
                 await self.refresh()
                 catalog = self._catalog
             tools = [catalog[n] for n in template.allowed_tools if n in catalog]
+        if template.tool_policy.mode == "retrieval":
+            tools.append(tool_search_spec())
         if template.handoff:
             tools.append(switch_agent_spec(template.handoff))
         delegates = {
@@ -114,6 +146,31 @@ class Toolbox:
             if t.name != template.name and (t.name in delegates or "*" in delegates)
         )
         return tools
+
+    async def for_step(
+        self, template: AgentTemplate, query: str, session_id: str, pinned: Sequence[str] = ()
+    ) -> list[ToolSpec]:
+        """What this model call is offered: everything allowed (static mode), or what tool
+        search finds for ``query`` plus required, pinned and runtime tools (retrieval)."""
+        everything = await self.offered(template)
+        if template.tool_policy.mode != "retrieval" or not query or self.search is None:
+            return everything
+        runtime = {TOOL_SEARCH, SWITCH_AGENT}
+        searchable = [
+            t.name
+            for t in everything
+            if t.name not in runtime and not t.name.startswith(AGENT_TOOL_PREFIX)
+        ]
+        found = await self.search(
+            query,
+            searchable,
+            template.tool_policy.required,
+            template.tool_policy.max_tools,
+            session_id,
+            template.name,
+        )
+        chosen = {*found, *pinned, *runtime}
+        return [t for t in everything if t.name in chosen or t.name.startswith(AGENT_TOOL_PREFIX)]
 
     async def spec_for(self, template: AgentTemplate, name: str) -> ToolSpec | None:
         """The spec when ``template`` may call ``name``; None when it may not."""

@@ -7,7 +7,7 @@ returning session_id;
 -- name: get_session
 select s.session_id, s.user_id, s.title, s.system_prompt, s.current_agent,
        s.created_at, s.last_activity, s.deleted_at, s.switch_count, s.last_switch_at,
-       s.busy_policy, s.turn_state,
+       s.busy_policy, s.turn_state, s.tool_tokens_offered, s.tool_tokens_all,
        (select count(*) from orchestrator.messages m where m.session_id = s.session_id)::int
            as message_count
 from orchestrator.sessions s
@@ -16,7 +16,7 @@ where s.session_id = $1;
 -- name: list_sessions
 select s.session_id, s.user_id, s.title, s.system_prompt, s.current_agent,
        s.created_at, s.last_activity, s.deleted_at, s.switch_count, s.last_switch_at,
-       s.busy_policy, s.turn_state,
+       s.busy_policy, s.turn_state, s.tool_tokens_offered, s.tool_tokens_all,
        (select count(*) from orchestrator.messages m where m.session_id = s.session_id)::int
            as message_count
 from orchestrator.sessions s
@@ -234,3 +234,11 @@ select session_id from orchestrator.sessions where parent_session_id = $1;
 
 -- name: last_event_type
 select type from orchestrator.events where session_id = $1 order by seq desc limit 1;
+
+-- name: add_tool_tokens
+update orchestrator.sessions
+set tool_tokens_offered = tool_tokens_offered + $2, tool_tokens_all = tool_tokens_all + $3
+where session_id = $1;
+
+-- name: tool_tokens
+select tool_tokens_offered, tool_tokens_all from orchestrator.sessions where session_id = $1;
