@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 from codelab.v1 import common_pb2 as pb
+
+
+def new_id(prefix: str) -> str:
+    """A fresh id such as ``call_…`` or ``msg_…`` (the runtime's own, never the model's)."""
+    return f"{prefix}_{uuid.uuid4().hex[:24]}"
 
 
 def kind(event: pb.ServerEvent) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +19,7 @@ from services.orchestrator import events
 from services.orchestrator.agent_instance import SCRATCH
 from services.orchestrator.arguments import validate_arguments
 from services.orchestrator.delegation import Delegation
+from services.orchestrator.events import new_id
 from services.orchestrator.file_rules import check_paths
 from services.orchestrator.hub import SessionHub
 from services.orchestrator.ledger import Ledger, LedgerCall
@@ -27,8 +27,9 @@ from services.orchestrator.llm import LlmClient, ModelToolCall, TextPiece
 from services.orchestrator.local_tools import run_local_tool
 from services.orchestrator.mesh_clients import HitlClient
 from services.orchestrator.store import SessionRow, SessionStore, StoredMessage
+from services.orchestrator.system_tools import SystemTools
 from services.orchestrator.templates import ORCHESTRATOR, AgentRegistry, AgentTemplate
-from services.orchestrator.toolbox import SWITCH_AGENT, TOOL_SEARCH, Toolbox, schema_tokens
+from services.orchestrator.toolbox import Toolbox, schema_tokens
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +41,6 @@ class Budget:
     iterations: int = 0
     tool_calls: int = 0
     invalid: int = 0
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:24]}"
 
 
 class AgentLoop:
@@ -73,6 +70,7 @@ class AgentLoop:
         # Set by the plan runner: called when an agent finishes while a plan runs.
         self.plans: Any = None
         self.delegation = Delegation(self)
+        self.system_tools = SystemTools(self)
 
     async def emit(self, sid: str, *items: Any) -> None:
         """Send events to the client of ``sid``: a delegated child's go to its parent's."""
@@ -286,7 +284,7 @@ class AgentLoop:
             )
         arguments = paths.normalised
         if spec.executor == "system":
-            return await self.system_tool(call, template, arguments)
+            return await self.system_tools.run(call, template, arguments)
         if spec.executor == "agent":
             task = "\n\n".join(
                 f"{label}: {arguments[key]}" if label else arguments[key]
@@ -399,66 +397,6 @@ class AgentLoop:
                 events.done("error"),
             )
             return True
-        return False
-
-    async def system_tool(
-        self, call: LedgerCall, template: AgentTemplate, arguments: dict[str, Any]
-    ) -> bool:
-        sid = call.session_id
-        if call.tool_name == SWITCH_AGENT:
-            target = arguments["agent_type"]
-            await self.complete(call, f"Switched to the {target} agent, which continues the task.")
-            await self.switch(sid, target, arguments.get("reason", ""), method="handoff")
-            return False
-        if call.tool_name == TOOL_SEARCH:
-            return await self.tool_search(call, template, arguments)
-        if call.tool_name == "create_plan" and self.plans is not None:
-            waiting: bool = await self.plans.propose(call, template, arguments)
-            return waiting
-        text = str(arguments.get("result") or arguments.get("question") or "")
-        await self.emit(sid, events.assistant_content(text, template.name, new_id("msg")))
-        if call.tool_name == "ask_followup_question":
-            await self.complete(
-                call,
-                "The question was shown to the user; "
-                "their answer follows as the next user message.",
-            )
-            await self.close_open_calls(sid, "Skipped: waiting for the user's answer.")
-            await self.emit(sid, events.done("awaiting_user"))
-            return True
-        await self.complete(call, "Task marked complete.")
-        await self.close_open_calls(sid, "Skipped: the task was completed.")
-        if self.plans is not None and await self.plans.agent_finished(sid, text):
-            return False
-        await self.finish(sid, template, text)
-        return True
-
-    async def tool_search(
-        self, call: LedgerCall, template: AgentTemplate, arguments: dict[str, Any]
-    ) -> bool:
-        """Find tools for the next steps; they stay offered while this instance serves."""
-        search = self.toolbox.search
-        allowed = [t.name for t in await self.toolbox.offered(template)]
-        found = (
-            await search(
-                arguments["query"],
-                allowed,
-                (),
-                int(arguments.get("top_k", 5)),
-                call.session_id,
-                template.name,
-            )
-            if search is not None
-            else []
-        )
-        scratch = SCRATCH.get(None)
-        if scratch is not None:
-            scratch.setdefault("pinned_tools", set()).update(found)
-        catalog = await self.toolbox.catalog()
-        listing = [
-            {"name": n, "description": catalog[n].description} for n in found if n in catalog
-        ]
-        await self.complete(call, json.dumps(listing))
         return False
 
     async def finish(self, sid: str, template: AgentTemplate, answer: str = "") -> None:

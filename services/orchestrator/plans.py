@@ -13,8 +13,9 @@ from typing import Any
 
 from codelab.v1 import common_pb2 as pb
 from services.orchestrator import events
+from services.orchestrator.events import new_id
 from services.orchestrator.ledger import LedgerCall, Plan
-from services.orchestrator.loop import AgentLoop, new_id
+from services.orchestrator.loop import AgentLoop
 from services.orchestrator.store import StoredMessage
 from services.orchestrator.templates import AgentTemplate
 
