@@ -260,7 +260,8 @@ async def test_usage_metrics_per_session_and_in_total(mesh: Mesh, http: httpx.As
     await ws_turn(mesh, "r-m1")
     await ws_turn(mesh, "r-m2")
     one = (await http.get("/events/metrics/session/r-m1")).json()
-    assert set(one) == USAGE_KEYS and one["session_id"] == "r-m1"
+    assert set(one) == USAGE_KEYS | {"tool_schema_tokens"} and one["session_id"] == "r-m1"
+    assert set(one["tool_schema_tokens"]) == {"offered", "all_allowed", "saved"}
     assert one["total_requests"] >= 1 and one["prompt_tokens"] >= 7
     assert one["total_tokens"] == one["prompt_tokens"] + one["completion_tokens"]
     listed = (await http.get("/events/metrics/sessions")).json()["sessions"]
