@@ -20,6 +20,29 @@ else:
 DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
+class SessionRecords(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    RECORDS_JSON_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    records_json: _builtins.str
+    """{"executions": [...], "sources": [...], "artifacts": [...]}"""
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        records_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["records_json", b"records_json", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SessionRecords: _TypeAlias = SessionRecords  # noqa: Y015
+
+@_typing.final
 class DeleteSessionResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

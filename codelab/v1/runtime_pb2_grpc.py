@@ -95,6 +95,11 @@ class AgentRuntimeStub:
                 request_serializer=codelab_dot_v1_dot_runtime__pb2.GetSessionRequest.SerializeToString,
                 response_deserializer=codelab_dot_v1_dot_runtime__pb2.SubmitResponse.FromString,
                 _registered_method=True)
+        self.GetSessionRecords = channel.unary_unary(
+                '/codelab.v1.AgentRuntime/GetSessionRecords',
+                request_serializer=codelab_dot_v1_dot_runtime__pb2.GetSessionRequest.SerializeToString,
+                response_deserializer=codelab_dot_v1_dot_runtime__pb2.SessionRecords.FromString,
+                _registered_method=True)
 
 
 class AgentRuntimeServicer:
@@ -178,6 +183,13 @@ class AgentRuntimeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetSessionRecords(self, request, context):
+        """Seed 003's records of a session: tool executions, sources read, artifacts produced.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentRuntimeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -240,6 +252,11 @@ def add_AgentRuntimeServicer_to_server(servicer, server):
                     servicer.Cancel,
                     request_deserializer=codelab_dot_v1_dot_runtime__pb2.GetSessionRequest.FromString,
                     response_serializer=codelab_dot_v1_dot_runtime__pb2.SubmitResponse.SerializeToString,
+            ),
+            'GetSessionRecords': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSessionRecords,
+                    request_deserializer=codelab_dot_v1_dot_runtime__pb2.GetSessionRequest.FromString,
+                    response_serializer=codelab_dot_v1_dot_runtime__pb2.SessionRecords.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -566,6 +583,33 @@ class AgentRuntime:
             '/codelab.v1.AgentRuntime/Cancel',
             codelab_dot_v1_dot_runtime__pb2.GetSessionRequest.SerializeToString,
             codelab_dot_v1_dot_runtime__pb2.SubmitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSessionRecords(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/codelab.v1.AgentRuntime/GetSessionRecords',
+            codelab_dot_v1_dot_runtime__pb2.GetSessionRequest.SerializeToString,
+            codelab_dot_v1_dot_runtime__pb2.SessionRecords.FromString,
             options,
             channel_credentials,
             insecure,

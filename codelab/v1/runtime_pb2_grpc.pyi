@@ -51,6 +51,8 @@ class AgentRuntimeStub:
     GetEventStats: _grpc.UnaryUnaryMultiCallable[_runtime_pb2.EventStatsRequest, _runtime_pb2.EventStats]
     Cancel: _grpc.UnaryUnaryMultiCallable[_runtime_pb2.GetSessionRequest, _runtime_pb2.SubmitResponse]
     """Stop the running turn: open tool calls get a synthetic result, then `done`."""
+    GetSessionRecords: _grpc.UnaryUnaryMultiCallable[_runtime_pb2.GetSessionRequest, _runtime_pb2.SessionRecords]
+    """Seed 003's records of a session: tool executions, sources read, artifacts produced."""
 
 @_typing.type_check_only
 class AgentRuntimeAsyncStub(AgentRuntimeStub):
@@ -74,6 +76,8 @@ class AgentRuntimeAsyncStub(AgentRuntimeStub):
     GetEventStats: _aio.UnaryUnaryMultiCallable[_runtime_pb2.EventStatsRequest, _runtime_pb2.EventStats]  # type: ignore[assignment]
     Cancel: _aio.UnaryUnaryMultiCallable[_runtime_pb2.GetSessionRequest, _runtime_pb2.SubmitResponse]  # type: ignore[assignment]
     """Stop the running turn: open tool calls get a synthetic result, then `done`."""
+    GetSessionRecords: _aio.UnaryUnaryMultiCallable[_runtime_pb2.GetSessionRequest, _runtime_pb2.SessionRecords]  # type: ignore[assignment]
+    """Seed 003's records of a session: tool executions, sources read, artifacts produced."""
 
 class AgentRuntimeServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -166,5 +170,13 @@ class AgentRuntimeServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_runtime_pb2.SubmitResponse, _abc.Awaitable[_runtime_pb2.SubmitResponse]]:
         """Stop the running turn: open tool calls get a synthetic result, then `done`."""
+
+    @_abc_1.abstractmethod
+    def GetSessionRecords(
+        self,
+        request: _runtime_pb2.GetSessionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_runtime_pb2.SessionRecords, _abc.Awaitable[_runtime_pb2.SessionRecords]]:
+        """Seed 003's records of a session: tool executions, sources read, artifacts produced."""
 
 def add_AgentRuntimeServicer_to_server(servicer: AgentRuntimeServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -140,6 +140,18 @@ def build_router(client: MeshClient, auth: Authenticator) -> APIRouter:
         )
         return render.history(reply)
 
+    @router.get(
+        "/sessions/{session_id}/records",
+        tags=["sessions"],
+        summary="Tool executions, sources read and artifacts produced (seed 003)",
+    )
+    async def records(request: Request, session_id: str) -> dict[str, Any]:
+        user = auth.user_for(request.headers)
+        reply = await runtime.GetSessionRecords(
+            runtime_pb2.GetSessionRequest(session_id=session_id, user_id=user)
+        )
+        return render.proto_json(reply)
+
     @router.delete("/sessions/{session_id}", tags=["sessions"], summary="Soft-delete a session")
     async def delete_session(request: Request, session_id: str) -> dict[str, Any]:
         user = auth.user_for(request.headers)

@@ -26,6 +26,7 @@ from services.orchestrator.ledger import Ledger, LedgerCall
 from services.orchestrator.llm import LlmClient, ModelToolCall, TextPiece
 from services.orchestrator.local_tools import run_local_tool
 from services.orchestrator.mesh_clients import HitlClient
+from services.orchestrator.records import Records
 from services.orchestrator.store import SessionRow, SessionStore, StoredMessage
 from services.orchestrator.system_tools import SystemTools
 from services.orchestrator.templates import ORCHESTRATOR, AgentRegistry, AgentTemplate
@@ -70,6 +71,7 @@ class AgentLoop:
         # Set by the plan runner: called when an agent finishes while a plan runs.
         self.plans: Any = None
         self.delegation = Delegation(self)
+        self.records = Records(store.pool)
         self.system_tools = SystemTools(self)
 
     async def emit(self, sid: str, *items: Any) -> None:
@@ -363,6 +365,7 @@ class AgentLoop:
             StoredMessage("tool", content, name=call.tool_name, tool_call_id=call.call_id),
         )
         await self.ledger.set_state(call, state, result={"content": content})
+        await self.records.note(call, state)
 
     async def refuse(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -20,6 +21,7 @@ from services.orchestrator.hub import SessionHub
 from services.orchestrator.ledger import Ledger
 from services.orchestrator.mesh_clients import HitlClient
 from services.orchestrator.plans import estimate
+from services.orchestrator.records import Records
 from services.orchestrator.runtime import Runtime
 from services.orchestrator.store import SessionRow, SessionStore
 from services.orchestrator.templates import AgentRegistry, AgentTemplate
@@ -171,6 +173,15 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
         message = common.ClientMessage(cancel=common.Cancel())
         await self.runtime.submit(request.session_id, request.user_id, message)
         return pb.SubmitResponse(status="accepted")
+
+    async def GetSessionRecords(
+        self, request: pb.GetSessionRequest, context: aio.ServicerContext[Any, Any]
+    ) -> pb.SessionRecords:
+        await self.store.get_session(request.session_id, request.user_id)
+        records = await Records(self.store.pool).of_session(request.session_id)
+        return pb.SessionRecords(
+            session_id=request.session_id, records_json=json.dumps(records, default=str)
+        )
 
     async def ListAgents(
         self, request: pb.ListAgentsRequest, context: aio.ServicerContext[Any, Any]

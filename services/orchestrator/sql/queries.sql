@@ -209,6 +209,8 @@ with doomed as (
    w as (delete from orchestrator.agent_switches
          where session_id in (select session_id from doomed)),
    i as (delete from orchestrator.inbox where session_id in (select session_id from doomed)),
+   so as (delete from orchestrator.sources where session_id in (select session_id from doomed)),
+   ar as (delete from orchestrator.artifacts where session_id in (select session_id from doomed)),
    -- Foreign keys are checked at the end of the statement, after the deletes above.
    s as (delete from orchestrator.sessions where session_id in (select session_id from doomed))
 select count(*) from doomed;
@@ -242,3 +244,26 @@ where session_id = $1;
 
 -- name: tool_tokens
 select tool_tokens_offered, tool_tokens_all from orchestrator.sessions where session_id = $1;
+
+-- name: add_source
+insert into orchestrator.sources (session_id, call_id, kind, locator)
+values ($1, $2, $3, $4)
+on conflict (call_id, locator) do nothing;
+
+-- name: add_artifact
+insert into orchestrator.artifacts (session_id, call_id, kind, path, bytes)
+values ($1, $2, $3, $4, $5)
+on conflict (call_id, path) do nothing;
+
+-- name: session_sources
+select call_id, kind, locator, created_at from orchestrator.sources
+where session_id = $1 order by id;
+
+-- name: session_artifacts
+select call_id, kind, path, bytes, created_at from orchestrator.artifacts
+where session_id = $1 order by id;
+
+-- name: session_executions
+select execution_id, agent, tool_name, state, started_at, finished_at
+from orchestrator.tool_executions
+where session_id = $1 order by started_at;
