@@ -34,10 +34,18 @@ run: $(STAMP) $(STUBS)
 test: $(STAMP) $(STUBS)
 	$(BIN)/python -m pytest -q
 
+# Benchmarks print numbers and never fail on a threshold (bench/LATEST.md gets the table).
+bench: $(STAMP) $(STUBS)
+	$(BIN)/python -m bench
+
+# Bounded: stops by itself after MINUTES (default 3).
+soak: $(STAMP) $(STUBS)
+	$(BIN)/python -m bench.soak --minutes $(or $(MINUTES),3)
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy services clients scripts tests
+	$(BIN)/mypy services clients scripts tests bench
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .

@@ -23,12 +23,17 @@ _context: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar(
 @contextlib.contextmanager
 def log_context(**ids: str | None) -> Iterator[None]:
     """Add ids (session_id, call_id, ...) to every log line inside the block."""
-    merged = {**_context.get(), **{k: v for k, v in ids.items() if v}}
-    token = _context.set(merged)
+    previous = _context.get()
+    token = _context.set({**previous, **{k: v for k, v in ids.items() if v}})
     try:
         yield
     finally:
-        _context.reset(token)
+        try:
+            _context.reset(token)
+        except ValueError:
+            # An async generator resumed by another task exits in another context:
+            # restore the value there instead.
+            _context.set(previous)
 
 
 class JsonFormatter(logging.Formatter):

@@ -1,0 +1,94 @@
+"""Concurrency: many live WebSocket sessions, each doing a turn with a tool round trip.
+
+Every socket is opened first (all live at once), then every session sends its message
+together. The model calls ``read_file``; the bench, as the IDE, answers; the model then
+sums the result up and the turn ends. Reported per level: errors (anything but a
+completed turn), turn latency from the user's message to the final ``done``, and resident
+memory per session per process (peak while all sessions are live minus the level's start,
+divided by the sessions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+
+from bench.procs import snapshot
+from bench.report import Figure, first_error, num, spread
+from bench.sessions import PeakMemory, close_many, open_many, tool_turn
+from bench.upstream import Upstream
+
+SECTION = "Concurrency"
+
+
+def tool_scenario(session_id: str) -> dict[str, object]:
+    """One read_file call for this session's first model call only.
+
+    ``match`` looks at the last *user* message, which is still the same text when the
+    model is called again after the tool result; a scenario per session used once
+    (``times`` 1, not ``repeat``) lets that second call fall to the scripted model's
+    default, which summarises the tool result in text.
+    """
+    return {
+        "match": f"[{session_id}]",
+        "tool_calls": [{"name": "read_file", "arguments": {"path": "main.py"}}],
+        "token_delay_ms": 0,
+    }
+
+
+def _memory(per_session: Mapping[str, float]) -> str:
+    return " · ".join(f"{name} {num(kib, 1)}" for name, kib in per_session.items())
+
+
+async def measure(
+    gateway: str, upstream: Upstream, processes: Mapping[str, list[int]], levels: Sequence[int]
+) -> list[Figure]:
+    """Errors, turn latency and memory per session for each level of live sessions."""
+    figures: list[Figure] = []
+    for sessions in levels:
+        ids = [f"conc-{sessions}-{i}" for i in range(sessions)]
+        await upstream.enqueue([tool_scenario(sid) for sid in ids])
+        start = snapshot(processes).rss_kib
+        async with PeakMemory(processes) as memory:
+            sockets, refused = await open_many(gateway, ids)
+            try:
+                turns = await asyncio.gather(
+                    *(
+                        tool_turn(ide, f"bench-tool [{ide.session_id}] please read main.py")
+                        for ide in sockets
+                    )
+                )
+            finally:
+                await close_many(sockets)
+        errors = refused + [t.error for t in turns if t.error]
+        latency = spread([t.seconds * 1000 for t in turns if not t.error])
+        per_session = {
+            name: (memory.peak[name] - start.get(name, 0)) / sessions
+            for name in memory.peak
+            if name != "bench client"
+        }
+        label = f"{sessions:,} live WebSockets, turn with a tool round trip"
+        figures += [
+            Figure(
+                SECTION,
+                f"{label}: errors",
+                f"{len(errors)} of {sessions:,} turns{first_error(errors)}",
+                "errors",
+                {"errors": len(errors), "first": errors[:3]},
+            ),
+            Figure(
+                SECTION,
+                f"{label}: turn latency",
+                f"p50 {num(latency['p50'], 0)} · p99 {num(latency['p99'], 0)}",
+                "ms",
+                latency,
+            ),
+            Figure(
+                SECTION,
+                f"{label}: resident memory per session",
+                _memory(per_session),
+                "KiB/session",
+                {"kib_per_session": per_session, "start_kib": dict(start), "peak_kib": memory.peak},
+            ),
+        ]
+    return figures

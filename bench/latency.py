@@ -1,0 +1,200 @@
+"""Time to first token: what the mesh adds to the upstream's own latency.
+
+Every path answers the same scenario (20 words, first token at 0 ms: the upstream adds
+nothing, so the difference is the runtime). Samples are taken round-robin, one per path
+in turn, so a noisy moment on the machine hits every path alike and the ratio holds.
+A WebSocket sample is "send user_message -> first assistant_message token" on an open
+socket; each session takes ``TURNS_PER_SESSION`` turns, then a fresh one starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import httpx
+import openai
+from openai import AsyncOpenAI
+
+from bench.mesh import BenchMesh
+from bench.report import Figure, num, spread
+from bench.sessions import FAILURES
+from bench.upstream import MODEL, Upstream, first_token_ms, words
+from clients.python.ide import IdeConnection, connect_ide, is_done
+
+SECTION = "Time to first token"
+MARKER = "bench-ttft"
+TURNS_PER_SESSION = 10
+SAMPLE_SECONDS = 30.0
+GIVE_UP = 3
+NOT_PRESENT = "n/a (endpoint not present)"
+V1 = "/v1/chat/completions (gateway, stream, new session per request)"
+BASELINE = "direct: openai SDK -> scripted model (baseline)"
+SINGLE = "WebSocket, single-agent mode (MULTI_AGENT_MODE=false)"
+
+
+def ttft_scenario() -> dict[str, object]:
+    """20 words, all at once: the upstream adds no pace, so what is measured is the path."""
+    return {"match": MARKER, "text": words(20), "token_delay_ms": 0, "repeat": True}
+
+
+@dataclass
+class Path:
+    """One way to reach the model, and its samples in milliseconds."""
+
+    name: str
+    sample: Callable[[int], Awaitable[float]]
+    samples: list[float] = field(default_factory=list)
+    errors: int = 0
+    streak: int = 0
+    """Failures in a row."""
+
+
+class WebSocketPath:
+    """Turns over a held socket; a new session every ``TURNS_PER_SESSION`` turns."""
+
+    def __init__(self, mesh: BenchMesh, label: str, agent_type: str | None) -> None:
+        self.mesh, self.label, self.agent_type = mesh, label, agent_type
+        self.ide: IdeConnection | None = None
+
+    async def __call__(self, index: int) -> float:
+        if self.ide is None or index % TURNS_PER_SESSION == 0:
+            await self.close()
+            self.ide = await connect_ide(self.mesh.gateway, f"ttft-{self.label}-{index}")
+        ide = self.ide
+        try:
+            started = time.perf_counter()
+            await ide.user_message(f"{MARKER} {index}", agent_type=self.agent_type)
+            first = await ide.until(lambda e: e["type"] == "assistant_message" or is_done(e))
+            elapsed = (time.perf_counter() - started) * 1000
+            if is_done(first[-1]):
+                raise RuntimeError(f"turn ended without a token: {first[-1]}")
+            await ide.until_done()
+        except Exception:
+            await self.close()  # mid-turn: the next sample starts on a clean session
+            raise
+        return elapsed
+
+    async def close(self) -> None:
+        """Close the current socket, if any."""
+        if self.ide is not None:
+            await self.ide.close()
+            self.ide = None
+
+
+async def sse_sample(http: httpx.AsyncClient, mesh: BenchMesh, index: int) -> float:
+    """POST /agent/message/stream -> first ``assistant_message`` frame."""
+    body = {
+        "session_id": f"ttft-sse-{index // TURNS_PER_SESSION}",
+        "message": {"type": "user_message", "content": f"{MARKER} {index}", "agent_type": "coder"},
+    }
+    started = time.perf_counter()
+    first: float | None = None
+    async with http.stream("POST", f"{mesh.gateway}/agent/message/stream", json=body) as reply:
+        reply.raise_for_status()
+        async for line in reply.aiter_lines():
+            is_data = first is None and line.startswith("data: ")
+            if is_data and json.loads(line[6:]).get("type") == "assistant_message":
+                first = time.perf_counter()
+    if first is None:
+        raise RuntimeError("the SSE stream carried no assistant_message")
+    return (first - started) * 1000
+
+
+async def chat_completions_model(http: httpx.AsyncClient, mesh: BenchMesh) -> str | None:
+    """The gateway's first model when it serves /v1 (GET /v1/models answers 200)."""
+    try:
+        reply = await http.get(f"{mesh.gateway}/v1/models")
+    except httpx.HTTPError:
+        return None
+    if reply.status_code != 200:
+        return None
+    names = [str(m.get("id")) for m in reply.json().get("data") or []]
+    # A template starts a new session with that agent (no routing call), like agent_type.
+    return "coder" if "coder" in names else (names[0] if names else None)
+
+
+async def _take(path: Path, index: int) -> None:
+    """One sample; a path failing ``GIVE_UP`` times in a row is sampled no more, so a
+    broken path costs seconds, not ``samples`` timeouts."""
+    if path.streak >= GIVE_UP:
+        return
+    try:
+        async with asyncio.timeout(SAMPLE_SECONDS):
+            path.samples.append(await path.sample(index))
+        path.streak = 0
+    except (*FAILURES, httpx.HTTPError, openai.OpenAIError, RuntimeError):
+        path.errors += 1
+        path.streak += 1
+
+
+async def _enqueue(upstream: Upstream, single: BenchMesh | None) -> None:
+    await upstream.route_instantly()
+    await upstream.enqueue([ttft_scenario()])
+    if single is not None:
+        other = Upstream(single.model)
+        try:
+            await other.enqueue([ttft_scenario()])
+        finally:
+            await other.close()
+
+
+async def measure(
+    mesh: BenchMesh, single: BenchMesh | None, upstream: Upstream, samples: int
+) -> list[Figure]:
+    """Every TTFT figure, round-robin over the paths."""
+    await _enqueue(upstream, single)
+    async with contextlib.AsyncExitStack() as stack:
+        http = httpx.AsyncClient(timeout=60, trust_env=False)
+        stack.push_async_callback(http.aclose)
+        sockets = [WebSocketPath(mesh, "multi", None), WebSocketPath(mesh, "coder", "coder")]
+        if single is not None:
+            sockets.append(WebSocketPath(single, "single", None))
+        for socket in sockets:
+            stack.push_async_callback(socket.close)
+        paths = [
+            Path(BASELINE, lambda i: first_token_ms(upstream.openai, MODEL, f"{MARKER} {i}")),
+            Path("WebSocket, multi-agent default (routing call + agent)", sockets[0]),
+            Path("WebSocket, agent_type=coder (no routing call)", sockets[1]),
+            *([Path(SINGLE, sockets[2])] if single is not None else []),
+            Path(
+                "SSE /agent/message/stream, agent_type=coder", lambda i: sse_sample(http, mesh, i)
+            ),
+        ]
+        model = await chat_completions_model(http, mesh)
+        if model is not None:
+            gateway = AsyncOpenAI(
+                base_url=f"{mesh.gateway}/v1", api_key="bench", max_retries=0, timeout=60
+            )
+            stack.push_async_callback(gateway.close)
+            paths.append(Path(V1, lambda i: first_token_ms(gateway, model, f"{MARKER} {i}")))
+        for index in range(samples):
+            for path in paths:
+                await _take(path, index)
+    figures = [_figure(path, paths[0]) for path in paths]
+    if single is None:
+        figures.insert(3, Figure(SECTION, SINGLE, "n/a (skipped: --no-single-agent)", "ms"))
+    if model is None:
+        figures.append(Figure(SECTION, V1, NOT_PRESENT, "ms"))
+    return figures
+
+
+def _figure(path: Path, baseline: Path) -> Figure:
+    stats = spread(path.samples)
+    value = f"p50 {num(stats['p50'])} · p95 {num(stats['p95'])} · p99 {num(stats['p99'])}"
+    data: dict[str, object] = {**stats, "errors": path.errors}
+    if path is not baseline:
+        base = spread(baseline.samples)
+        added = {k: stats[k] - base[k] for k in ("p50", "p95", "p99")}
+        # The p50 difference is the stable one; tails of two noisy paths may even cross.
+        value += f" (added {added['p50']:+.1f} at p50)"
+        data["added"] = added
+    if path.errors:
+        value += f", {path.errors} errors"
+    if path.streak >= GIVE_UP:
+        value += f" (gave up after {GIVE_UP} failures in a row)"
+    return Figure(SECTION, path.name, value, "ms", data)

@@ -1,0 +1,133 @@
+"""What the mesh's processes cost, read straight from /proc (Linux only, no psutil).
+
+The supervisor's children are found through ``/proc/<pid>/task/*/children`` and named
+after their ``python -m services.<name>`` module. Postgres is not a child of the
+supervisor (the bench starts it), so its postmaster is read from ``postmaster.pid``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+PROC = Path("/proc")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+POSTGRES = "postgres"
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of ``pid`` (every thread's list: a child may belong to any thread)."""
+    found: list[int] = []
+    try:
+        tasks = list((PROC / str(pid) / "task").iterdir())
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            found += [int(p) for p in (task / "children").read_text().split()]
+        except OSError:
+            continue  # the thread ended meanwhile
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    """``pid`` and everything below it."""
+    out, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        out.append(current)
+        todo += children(current)
+    return out
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        raw = (PROC / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def service_name(pid: int) -> str | None:
+    """``orchestrator`` for ``python -m services.orchestrator``; None for anything else."""
+    argv = _cmdline(pid)
+    for flag, module in itertools.pairwise(argv):
+        if flag == "-m" and module.startswith("services."):
+            return module.removeprefix("services.")
+    return None
+
+
+def mesh_processes(supervisor_pid: int, pgdata: Path | None) -> dict[str, list[int]]:
+    """Service name -> pids (the child and its own descendants); plus ``postgres``."""
+    found: dict[str, list[int]] = {}
+    for child in children(supervisor_pid):
+        name = service_name(child)
+        if name is not None:
+            found.setdefault(name, []).extend(descendants(child))
+    if pgdata is not None:
+        try:
+            postmaster = int((pgdata / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            postmaster = 0
+        if postmaster:
+            found[POSTGRES] = descendants(postmaster)
+    return found
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of ``pid`` so far (0 when it is gone)."""
+    try:
+        stat = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return 0.0
+    # The command name may contain spaces; the fields after its closing paren do not.
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def _status_kib(pid: int, key: str, path: str = "status") -> int:
+    try:
+        text = (PROC / str(pid) / path).read_text()
+    except OSError:
+        return 0
+    for line in text.splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def memory_kib(name: str, pids: Iterable[int]) -> int:
+    """Resident memory of a service's processes in KiB.
+
+    VmRSS for the Python services. Postgres backends share their buffers, so summing
+    their RSS would count shared memory once per backend: PSS (each shared page split
+    between its users) adds up honestly.
+    """
+    if name == POSTGRES:
+        return sum(_status_kib(pid, "Pss", "smaps_rollup") for pid in pids)
+    return sum(_status_kib(pid, "VmRSS") for pid in pids)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """CPU seconds and resident KiB per service at one moment."""
+
+    cpu: Mapping[str, float]
+    rss_kib: Mapping[str, int]
+
+
+def snapshot(processes: Mapping[str, list[int]]) -> Snapshot:
+    """Read every service's CPU time and memory now (the bench client's own included)."""
+    cpu = {name: sum(cpu_seconds(p) for p in pids) for name, pids in processes.items()}
+    rss = {name: memory_kib(name, pids) for name, pids in processes.items()}
+    cpu["bench client"] = sum(os.times()[:2])
+    rss["bench client"] = _status_kib(os.getpid(), "VmRSS")
+    return Snapshot(cpu, rss)
+
+
+def cpu_delta(before: Snapshot, after: Snapshot) -> dict[str, float]:
+    """CPU seconds spent per service between two snapshots."""
+    return {name: after.cpu[name] - before.cpu.get(name, 0.0) for name in after.cpu}

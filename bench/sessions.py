@@ -1,0 +1,152 @@
+"""Driving sessions the way an IDE does: many sockets at once, a turn, a tool round trip.
+
+Every helper speaks through ``clients.python.ide`` (the project's WebSocket IDE client).
+A turn never raises: what went wrong is counted in ``Turn.error`` so a benchmark can
+report errors next to its latencies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from websockets.exceptions import WebSocketException
+
+from bench.procs import snapshot
+from clients.python.ide import Event, IdeConnection, connect_ide, of_type
+
+TURN_TIMEOUT = 180.0
+FAILURES = (TimeoutError, OSError, ValueError, WebSocketException)
+# Short on purpose: the model's follow-up quotes it, and every quoted word is one more event.
+TOOL_RESULT = "print(1)"
+
+
+@dataclass
+class Turn:
+    """What one turn looked like from the IDE."""
+
+    tokens: int = 0
+    first_token_s: float | None = None
+    seconds: float = 0.0
+    error: str | None = None
+
+
+def _problem(events: Sequence[Event], want: str) -> str | None:
+    errors = of_type(list(events), "error")
+    if errors:
+        return f"error event {errors[0].get('error_code')}: {errors[0].get('content')}"
+    status = events[-1].get("status") if events else None
+    return None if status == want else f"done with status {status!r}, expected {want!r}"
+
+
+def _is_token(event: Event) -> bool:
+    return event.get("type") == "assistant_message" and bool(event.get("token"))
+
+
+async def streamed_turn(ide: IdeConnection, content: str, agent_type: str | None = None) -> Turn:
+    """Send a user message, count streamed tokens until ``done``; time the first one."""
+    turn = Turn()
+    started = time.perf_counter()
+    try:
+        await ide.user_message(content, agent_type=agent_type)
+        async with asyncio.timeout(TURN_TIMEOUT):
+            events: list[Event] = []
+            while True:
+                event = await ide.next_event(None)
+                events.append(event)
+                if _is_token(event):
+                    turn.tokens += 1
+                    if turn.first_token_s is None:
+                        turn.first_token_s = time.perf_counter() - started
+                if event.get("type") == "done":
+                    break
+        turn.error = _problem(events, "completed")
+    except FAILURES as failure:
+        turn.error = f"{type(failure).__name__}: {failure}"
+    turn.seconds = time.perf_counter() - started
+    return turn
+
+
+async def tool_turn(ide: IdeConnection, content: str) -> Turn:
+    """A turn with one tool round trip: the model calls read_file, the IDE answers."""
+    turn = Turn()
+    started = time.perf_counter()
+    try:
+        await ide.user_message(content, agent_type="coder")
+        first = await ide.until_done(TURN_TIMEOUT)
+        calls = of_type(first, "tool_call")
+        turn.error = _problem(first, "awaiting_tool_result")
+        if turn.error is None and calls:
+            await ide.tool_result(str(calls[0]["call_id"]), TOOL_RESULT)
+            second = await ide.until_done(TURN_TIMEOUT)
+            turn.tokens = sum(1 for e in second if _is_token(e))
+            turn.error = _problem(second, "completed")
+        elif turn.error is None:
+            turn.error = "no tool_call before done"
+    except FAILURES as failure:
+        turn.error = f"{type(failure).__name__}: {failure}"
+    turn.seconds = time.perf_counter() - started
+    return turn
+
+
+async def open_many(
+    base_url: str, session_ids: Sequence[str], batch: int = 50
+) -> tuple[list[IdeConnection], list[str]]:
+    """One socket per session, ``batch`` handshakes at a time: (the open ones, why the
+    others failed). A burst of 1,000 handshakes would measure the accept queue instead
+    of the runtime; a refused one is an error to report, not a reason to stop."""
+
+    async def one(session_id: str) -> IdeConnection | str:
+        try:
+            return await connect_ide(base_url, session_id)
+        except FAILURES as failure:
+            return f"connect {session_id}: {type(failure).__name__}: {failure}"
+
+    opened: list[IdeConnection] = []
+    failures: list[str] = []
+    for start in range(0, len(session_ids), batch):
+        for result in await asyncio.gather(*map(one, session_ids[start : start + batch])):
+            if isinstance(result, str):
+                failures.append(result)
+            else:
+                opened.append(result)
+    return opened, failures
+
+
+async def close_many(connections: Sequence[IdeConnection]) -> None:
+    """Close every socket; one already gone does not stop the others."""
+
+    async def close(ide: IdeConnection) -> None:
+        with contextlib.suppress(OSError, TimeoutError):
+            await ide.close()
+
+    await asyncio.gather(*(close(ide) for ide in connections))
+
+
+class PeakMemory:
+    """Samples every process's resident memory in the background and keeps the peak."""
+
+    def __init__(self, processes: Mapping[str, list[int]], every: float = 0.25) -> None:
+        self.processes = processes
+        self.every = every
+        self.peak: dict[str, int] = dict(snapshot(processes).rss_kib)
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.every)
+            for name, kib in snapshot(self.processes).rss_kib.items():
+                self.peak[name] = max(self.peak.get(name, 0), kib)
+
+    async def __aenter__(self) -> PeakMemory:
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task

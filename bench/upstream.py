@@ -1,0 +1,100 @@
+"""The scripted upstream: queue scenarios on it, and call it directly with the ``openai`` SDK.
+
+The direct call is the baseline every mesh figure is compared with: the same model, the
+same scenario and pace, minus the runtime in between.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
+from openai import AsyncOpenAI
+
+SENTENCE = (
+    "the runtime streams each token to the IDE as soon as the model sends it while every "
+    "event is committed to Postgres so a client can resume after a dropped connection"
+)
+
+
+def split_words(text: str) -> list[str]:
+    """``text`` split on whitespace (word lists read better as one string)."""
+    return text.split()
+
+
+WORDS = split_words(SENTENCE)
+
+# The routing prompt asks for JSON and its last user message always contains this text;
+# an agent's own call never does. Matching it answers routing at once, in the right shape.
+ROUTING_MARKER = "Respond with JSON"
+ROUTING_ANSWER = '{"agent": "coder", "confidence": "high", "reason": "benchmark"}'
+
+
+MODEL = "codelab-scripted"
+
+
+def words(count: int) -> str:
+    """A deterministic answer of ``count`` word tokens (the scripted model streams words)."""
+    return " ".join(WORDS[i % len(WORDS)] for i in range(count))
+
+
+class Upstream:
+    """Control endpoints of the scripted model plus an ``openai`` client on its /v1."""
+
+    def __init__(self, model_root: str) -> None:
+        self.root = model_root.rstrip("/")
+        self.http = httpx.AsyncClient(base_url=self.root, timeout=60, trust_env=False)
+        # Configured as llmproxy configures its own client, so the baseline is like for like.
+        self.openai = AsyncOpenAI(
+            base_url=f"{self.root}/v1", api_key="bench", max_retries=0, timeout=60
+        )
+
+    async def enqueue(self, scenarios: Sequence[Mapping[str, Any]]) -> None:
+        """Queue scenarios, first match wins (see services/scripted_model/scenarios.py)."""
+        reply = await self.http.post("/_scripted/scenarios", json={"scenarios": list(scenarios)})
+        reply.raise_for_status()
+
+    async def forget_requests(self) -> None:
+        """Drop the model's log of received requests (kept for tests; it grows per call)."""
+        (await self.http.delete("/_scripted/requests")).raise_for_status()
+
+    async def route_instantly(self) -> None:
+        """Answer every routing (classification) call with JSON at no pace."""
+        await self.enqueue(
+            [{"match": ROUTING_MARKER, "text": ROUTING_ANSWER, "token_delay_ms": 0, "repeat": True}]
+        )
+
+    async def close(self) -> None:
+        """Close both HTTP clients."""
+        await self.http.aclose()
+        await self.openai.close()
+
+
+async def first_token_ms(client: AsyncOpenAI, model: str, content: str) -> float:
+    """Milliseconds from request to the first content delta, streaming through the SDK."""
+    started = time.perf_counter()
+    first: float | None = None
+    stream = await client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": content}], stream=True
+    )
+    async for chunk in stream:
+        if first is None and chunk.choices and chunk.choices[0].delta.content:
+            first = time.perf_counter()
+    if first is None:
+        raise RuntimeError("the upstream streamed no content")
+    return (first - started) * 1000
+
+
+async def stream_tokens(client: AsyncOpenAI, model: str, content: str) -> tuple[int, float]:
+    """(content deltas, seconds) of one streamed completion."""
+    started = time.perf_counter()
+    count = 0
+    stream = await client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": content}], stream=True
+    )
+    async for chunk in stream:
+        if chunk.choices and chunk.choices[0].delta.content:
+            count += 1
+    return count, time.perf_counter() - started
