@@ -268,6 +268,9 @@ class Runtime:
                 await job()
             except ServiceError as error:
                 log.warning("background job failed", extra={"fields": {"err": error.message}})
+            except Exception:
+                # A bug in a job must not end the job for the life of the process.
+                log.exception("background job crashed")
 
     async def _expire(self) -> None:
         """Hand expired approvals to their sessions' owners."""

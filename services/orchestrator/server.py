@@ -103,10 +103,12 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
     server, port = create_server(settings, deps, address)
     await instances.start()
     await runtime.start()
-    server.on_stop.append(runtime.close)
-    server.on_stop.append(instances.close)
+    # Closers run last-registered first: the runtime's jobs stop before the pool and the
+    # channels they use go away.
     for channel in channels.values():
         server.on_stop.append(channel.close)
+    server.on_stop.append(instances.close)
+    server.on_stop.append(runtime.close)
     return server, port
 
 
