@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
+from tests.support.databases import add_template
 from tests.support.ide import ide, of, text_of
 from tests.support.mesh import Mesh, running_mesh
 
@@ -25,17 +25,7 @@ LEAD = {
 @pytest.fixture
 async def mesh(database_url: str) -> AsyncIterator[Mesh]:
     """A mesh whose catalog of templates also has a delegating 'lead' agent."""
-    import asyncpg
-
-    conn = await asyncpg.connect(database_url)
-    try:
-        await conn.execute(
-            "insert into orchestrator.agent_templates (name, version, definition) "
-            "values ('lead', 1, $1::jsonb)",
-            json.dumps(LEAD),
-        )
-    finally:
-        await conn.close()
+    await add_template(database_url, LEAD)
     async with running_mesh(database_url) as running:
         yield running
 

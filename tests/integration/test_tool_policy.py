@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.databases import add_template
 from tests.support.ide import ide, of
 from tests.support.mesh import Mesh, running_mesh
 
@@ -37,17 +38,8 @@ FINDER = {
 
 @pytest.fixture
 async def mesh(database_url: str) -> AsyncIterator[Mesh]:
-    import asyncpg
-
-    conn = await asyncpg.connect(database_url)
-    try:
-        await conn.execute(
-            "insert into orchestrator.agent_templates (name, version, definition) "
-            "values ('finder', 1, $1::jsonb)",
-            json.dumps(FINDER),
-        )
-    finally:
-        await conn.close()
+    """The mesh with one more template installed."""
+    await add_template(database_url, FINDER)
     async with running_mesh(database_url) as running:
         yield running
 

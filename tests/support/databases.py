@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -59,3 +59,19 @@ async def drop_database(server_dsn: str, dsn: str) -> None:
         await admin.execute(f"drop database if exists {name} with (force)")
     finally:
         await admin.close()
+
+
+async def add_template(dsn: str, definition: Mapping[str, object]) -> None:
+    """Install one more agent template (version 1) before a mesh starts on ``dsn``."""
+    import json
+
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(
+            "insert into orchestrator.agent_templates (name, version, definition) "
+            "values ($1, 1, $2::jsonb)",
+            definition["name"],
+            json.dumps(definition),
+        )
+    finally:
+        await conn.close()
