@@ -31,7 +31,7 @@ from types import MappingProxyType
 from typing import Any
 
 from services.common.db import Pool, db_errors
-from services.common.errors import DatabaseError, InvalidInput, Unavailable
+from services.common.errors import DatabaseError, InvalidInput, ServiceError, Unavailable
 from services.common.sql import load_queries
 from services.orchestrator.agent_instance import (
     AgentInstance,
@@ -119,8 +119,12 @@ class InstancePool:
                     instance.state = InstanceState.STOPPED
             self._live.clear()
             self._changed.notify_all()
-        async with db_errors("stop instances", "DB_WRITE_ERROR"):
-            await self.pool.execute(QUERIES["stop_node_instances"], self.node)
+        try:
+            async with db_errors("stop instances", "DB_WRITE_ERROR"):
+                await self.pool.execute(QUERIES["stop_node_instances"], self.node)
+        except ServiceError as error:
+            # Shutting down with Postgres away: the rows stay as they were; shutdown goes on.
+            log.warning("instances not marked stopped", extra={"fields": {"err": error.message}})
 
     @contextlib.asynccontextmanager
     async def lease(
