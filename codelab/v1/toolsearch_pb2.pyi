@@ -459,3 +459,101 @@ class IndexStatsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___IndexStatsResponse: _TypeAlias = IndexStatsResponse  # noqa: Y015
+
+@_typing.final
+class DirectoryEntry(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    text: _builtins.str
+    """What the agent can do (name, description, capabilities, tags, prompt)."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        text: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DirectoryEntry: _TypeAlias = DirectoryEntry  # noqa: Y015
+
+@_typing.final
+class DirectorySearchRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUERY_FIELD_NUMBER: _builtins.int
+    TOP_K_FIELD_NUMBER: _builtins.int
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    query: _builtins.str
+    top_k: _builtins.int
+    """0 means 5."""
+    @_builtins.property
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___DirectoryEntry]: ...
+    def __init__(
+        self,
+        *,
+        query: _builtins.str = ...,
+        top_k: _builtins.int = ...,
+        entries: _abc.Iterable[Global___DirectoryEntry] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "query", b"query", "top_k", b"top_k"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DirectorySearchRequest: _TypeAlias = DirectorySearchRequest  # noqa: Y015
+
+@_typing.final
+class DirectoryHit(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    LEXICAL_SCORE_FIELD_NUMBER: _builtins.int
+    DENSE_SCORE_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    score: _builtins.float
+    lexical_score: _builtins.float
+    dense_score: _builtins.float
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        score: _builtins.float = ...,
+        lexical_score: _builtins.float = ...,
+        dense_score: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dense_score", b"dense_score", "lexical_score", b"lexical_score", "name", b"name", "score", b"score"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DirectoryHit: _TypeAlias = DirectoryHit  # noqa: Y015
+
+@_typing.final
+class DirectorySearchResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HITS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def hits(self) -> _containers.RepeatedCompositeFieldContainer[Global___DirectoryHit]: ...
+    def __init__(
+        self,
+        *,
+        hits: _abc.Iterable[Global___DirectoryHit] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hits", b"hits"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DirectorySearchResponse: _TypeAlias = DirectorySearchResponse  # noqa: Y015

@@ -54,6 +54,11 @@ class ToolSearchStub:
                 request_serializer=codelab_dot_v1_dot_toolsearch__pb2.IndexStatsRequest.SerializeToString,
                 response_deserializer=codelab_dot_v1_dot_toolsearch__pb2.IndexStatsResponse.FromString,
                 _registered_method=True)
+        self.SearchDirectory = channel.unary_unary(
+                '/codelab.v1.ToolSearch/SearchDirectory',
+                request_serializer=codelab_dot_v1_dot_toolsearch__pb2.DirectorySearchRequest.SerializeToString,
+                response_deserializer=codelab_dot_v1_dot_toolsearch__pb2.DirectorySearchResponse.FromString,
+                _registered_method=True)
 
 
 class ToolSearchServicer:
@@ -85,6 +90,14 @@ class ToolSearchServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SearchDirectory(self, request, context):
+        """The agent directory: rank candidate agents (their capability texts come with the
+        request) by the same hybrid retrieval as tools.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ToolSearchServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -107,6 +120,11 @@ def add_ToolSearchServicer_to_server(servicer, server):
                     servicer.IndexStats,
                     request_deserializer=codelab_dot_v1_dot_toolsearch__pb2.IndexStatsRequest.FromString,
                     response_serializer=codelab_dot_v1_dot_toolsearch__pb2.IndexStatsResponse.SerializeToString,
+            ),
+            'SearchDirectory': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchDirectory,
+                    request_deserializer=codelab_dot_v1_dot_toolsearch__pb2.DirectorySearchRequest.FromString,
+                    response_serializer=codelab_dot_v1_dot_toolsearch__pb2.DirectorySearchResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -217,6 +235,33 @@ class ToolSearch:
             '/codelab.v1.ToolSearch/IndexStats',
             codelab_dot_v1_dot_toolsearch__pb2.IndexStatsRequest.SerializeToString,
             codelab_dot_v1_dot_toolsearch__pb2.IndexStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SearchDirectory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/codelab.v1.ToolSearch/SearchDirectory',
+            codelab_dot_v1_dot_toolsearch__pb2.DirectorySearchRequest.SerializeToString,
+            codelab_dot_v1_dot_toolsearch__pb2.DirectorySearchResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -40,6 +40,10 @@ class ToolSearchStub:
     definition changed; re-sending an unchanged tool is a no-op.
     """
     IndexStats: _grpc.UnaryUnaryMultiCallable[_toolsearch_pb2.IndexStatsRequest, _toolsearch_pb2.IndexStatsResponse]
+    SearchDirectory: _grpc.UnaryUnaryMultiCallable[_toolsearch_pb2.DirectorySearchRequest, _toolsearch_pb2.DirectorySearchResponse]
+    """The agent directory: rank candidate agents (their capability texts come with the
+    request) by the same hybrid retrieval as tools.
+    """
 
 @_typing.type_check_only
 class ToolSearchAsyncStub(ToolSearchStub):
@@ -51,6 +55,10 @@ class ToolSearchAsyncStub(ToolSearchStub):
     definition changed; re-sending an unchanged tool is a no-op.
     """
     IndexStats: _aio.UnaryUnaryMultiCallable[_toolsearch_pb2.IndexStatsRequest, _toolsearch_pb2.IndexStatsResponse]  # type: ignore[assignment]
+    SearchDirectory: _aio.UnaryUnaryMultiCallable[_toolsearch_pb2.DirectorySearchRequest, _toolsearch_pb2.DirectorySearchResponse]  # type: ignore[assignment]
+    """The agent directory: rank candidate agents (their capability texts come with the
+    request) by the same hybrid retrieval as tools.
+    """
 
 class ToolSearchServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -83,5 +91,15 @@ class ToolSearchServicer(metaclass=_abc_1.ABCMeta):
         request: _toolsearch_pb2.IndexStatsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_toolsearch_pb2.IndexStatsResponse, _abc.Awaitable[_toolsearch_pb2.IndexStatsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def SearchDirectory(
+        self,
+        request: _toolsearch_pb2.DirectorySearchRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_toolsearch_pb2.DirectorySearchResponse, _abc.Awaitable[_toolsearch_pb2.DirectorySearchResponse]]:
+        """The agent directory: rank candidate agents (their capability texts come with the
+        request) by the same hybrid retrieval as tools.
+        """
 
 def add_ToolSearchServicer_to_server(servicer: ToolSearchServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -8,6 +8,7 @@ served to the next lease of this replica (others pick it up within their refresh
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from grpc import aio
@@ -15,10 +16,11 @@ from grpc import aio
 from codelab.v1 import admin_pb2 as pb
 from codelab.v1 import admin_pb2_grpc as pb_grpc
 from services.common.db import Pool
-from services.common.errors import Conflict
-from services.orchestrator.agent_search import search_agents
+from services.common.errors import Conflict, ServiceError
+from services.orchestrator.agent_search import AgentHit, capability_text, search_agents
 from services.orchestrator.errors import MissingField
 from services.orchestrator.instances import InstancePool
+from services.orchestrator.mesh_clients import Directory
 from services.orchestrator.template_rules import InvalidTemplate, canonical, check_references
 from services.orchestrator.template_store import (
     InstanceRow,
@@ -28,6 +30,8 @@ from services.orchestrator.template_store import (
 )
 from services.orchestrator.templates import PROTECTED, AgentRegistry
 from services.orchestrator.toolbox import Toolbox
+
+log = logging.getLogger(__name__)
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["AgentAdmin"].full_name
 MAX_TOP_K = 50
@@ -43,8 +47,14 @@ class AgentAdminServicer(pb_grpc.AgentAdminServicer):
     """Templates, instances and the agent directory for admins."""
 
     def __init__(
-        self, pool: Pool, registry: AgentRegistry, toolbox: Toolbox, instances: InstancePool
+        self,
+        pool: Pool,
+        registry: AgentRegistry,
+        toolbox: Toolbox,
+        instances: InstancePool,
+        directory: Directory | None = None,
     ) -> None:
+        self.directory = directory
         self.pool = pool
         self.store = TemplateStore(pool)
         self.registry = registry
@@ -132,6 +142,28 @@ class AgentAdminServicer(pb_grpc.AgentAdminServicer):
         )
         return pb.ListInstancesResponse(instances=[instance_to_proto(r) for r in rows])
 
+    async def ranked_agents(self, query: str, top_k: int) -> list[AgentHit]:
+        """toolsearch's hybrid directory ranks the served templates; local BM25 (and its
+        matched terms) stands in when toolsearch cannot be asked."""
+        templates = self.registry.all()
+        local = search_agents(query, templates, len(templates))
+        if self.directory is None:
+            return local[:top_k]
+        try:
+            ranked = await self.directory(
+                query, [(t.name, capability_text(t)) for t in templates], top_k
+            )
+        except ServiceError as error:
+            log.warning("agent directory unavailable", extra={"fields": {"err": error.message}})
+            return local[:top_k]
+        matched = {hit.template.name: hit.matched for hit in local}
+        by_name = {t.name: t for t in templates}
+        return [
+            AgentHit(by_name[name], score, matched.get(name, ()))
+            for name, score in ranked
+            if name in by_name
+        ]
+
     async def SearchAgents(
         self, request: pb.SearchAgentsRequest, context: aio.ServicerContext[Any, Any]
     ) -> pb.SearchAgentsResponse:
@@ -140,7 +172,7 @@ class AgentAdminServicer(pb_grpc.AgentAdminServicer):
         top_k = request.top_k or 5
         if not 1 <= top_k <= MAX_TOP_K:
             raise MissingField(f"top_k must be from 1 to {MAX_TOP_K}, got {top_k}")
-        hits = search_agents(request.query, self.registry.all(), top_k)
+        hits = await self.ranked_agents(request.query, top_k)
         return pb.SearchAgentsResponse(
             results=[
                 pb.ScoredAgent(

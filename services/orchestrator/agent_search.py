@@ -57,6 +57,11 @@ def _fields(template: AgentTemplate) -> dict[str, str]:
     }
 
 
+def capability_text(template: AgentTemplate) -> str:
+    """What the agent directory indexes for a template."""
+    return "\n".join(v for v in _fields(template).values() if v)
+
+
 def document(template: AgentTemplate) -> Counter[str]:
     """The template's weighted term frequencies."""
     fields = _fields(template)

@@ -231,3 +231,23 @@ def tool_searcher(stub: toolsearch_pb2_grpc.ToolSearchAsyncStub) -> Any:
         return [r.tool.name for r in reply.results]
 
     return search
+
+
+Directory = Callable[[str, Sequence[tuple[str, str]], int], Awaitable[list[tuple[str, float]]]]
+
+
+def directory_searcher(stub: toolsearch_pb2_grpc.ToolSearchAsyncStub) -> Directory:
+    """The agent directory of toolsearch: (name, capability text) candidates, ranked."""
+
+    async def search(
+        query: str, entries: Sequence[tuple[str, str]], top_k: int
+    ) -> list[tuple[str, float]]:
+        request = toolsearch_pb2.DirectorySearchRequest(
+            query=query,
+            top_k=top_k,
+            entries=[toolsearch_pb2.DirectoryEntry(name=n, text=t) for n, t in entries],
+        )
+        reply = await call(lambda: stub.SearchDirectory(request))
+        return [(hit.name, hit.score) for hit in reply.hits]
+
+    return search

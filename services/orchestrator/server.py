@@ -22,7 +22,12 @@ from services.orchestrator.instances import InstancePool
 from services.orchestrator.ledger import Ledger
 from services.orchestrator.llm import LlmClient
 from services.orchestrator.loop import AgentLoop
-from services.orchestrator.mesh_clients import HitlClient, load_catalog, tool_searcher
+from services.orchestrator.mesh_clients import (
+    HitlClient,
+    directory_searcher,
+    load_catalog,
+    tool_searcher,
+)
 from services.orchestrator.ownership import Ownership
 from services.orchestrator.plans import PlanRunner
 from services.orchestrator.runtime import Runtime
@@ -85,7 +90,9 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         retention_days=settings.session_retention_days,
     )
     servicer = AgentRuntimeServicer(runtime, hub, store, ledger, agents, hitl)
-    admin = AgentAdminServicer(pool, agents, loop.toolbox, instances)
+    admin = AgentAdminServicer(
+        pool, agents, loop.toolbox, instances, directory_searcher(toolsearch)
+    )
 
     def register(server: aio.Server) -> None:
         pb_grpc.add_AgentRuntimeServicer_to_server(servicer, server)

@@ -46,7 +46,7 @@ async def build(
     await indexer.upsert(builtin_drafts())
     await indexer.refresh_embeddings()
     engine = SearchEngine(store, embedder, config)
-    servicer = ToolSearchServicer(store, engine, indexer)
+    servicer = ToolSearchServicer(store, engine, indexer, embedder, config.lexical_weight)
 
     async def database_answers() -> bool:
         return await db.ping(pool)

@@ -10,6 +10,8 @@ from grpc import aio
 from codelab.v1 import toolsearch_pb2 as pb
 from codelab.v1 import toolsearch_pb2_grpc as pb_grpc
 from services.toolsearch.catalog import SearchFilters, Tool, ToolDraft, make_draft
+from services.toolsearch.directory import search_directory
+from services.toolsearch.embedder import Embedder
 from services.toolsearch.errors import InvalidSearch, InvalidTool
 from services.toolsearch.indexing import Indexer
 from services.toolsearch.retrieval import Mode, SearchEngine, SearchRequest
@@ -89,10 +91,40 @@ def request_from_proto(request: pb.SearchToolsRequest) -> SearchRequest:
 class ToolSearchServicer(pb_grpc.ToolSearchServicer):
     """Lists, searches and imports the catalog."""
 
-    def __init__(self, store: ToolStore, engine: SearchEngine, indexer: Indexer) -> None:
+    def __init__(
+        self,
+        store: ToolStore,
+        engine: SearchEngine,
+        indexer: Indexer,
+        embedder: Embedder | None = None,
+        lexical_weight: float = 0.8,
+    ) -> None:
         self.store = store
         self.engine = engine
         self.indexer = indexer
+        self.embedder = embedder
+        self.lexical_weight = lexical_weight
+
+    async def SearchDirectory(
+        self, request: pb.DirectorySearchRequest, context: aio.ServicerContext[Any, Any]
+    ) -> pb.DirectorySearchResponse:
+        if self.embedder is None:
+            raise InvalidSearch("this server has no embedder for the agent directory")
+        hits = await search_directory(
+            request.query,
+            [(e.name, e.text) for e in request.entries],
+            request.top_k or 5,
+            self.embedder,
+            self.lexical_weight,
+        )
+        return pb.DirectorySearchResponse(
+            hits=[
+                pb.DirectoryHit(
+                    name=h.name, score=h.score, lexical_score=h.lexical, dense_score=h.dense
+                )
+                for h in hits
+            ]
+        )
 
     async def ListTools(
         self, request: pb.ListToolsRequest, context: aio.ServicerContext[Any, Any]
