@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.common.errors import ErrorKind, InvalidInput, NotFound, ServiceError
+from services.common.errors import InvalidInput, NotFound
 
 
 class SessionNotFound(NotFound):
@@ -11,20 +11,7 @@ class SessionNotFound(NotFound):
     code = "SESSION_NOT_FOUND"
 
 
-class SessionCreationFailed(ServiceError):
-    """The session could not be created."""
-
-    code = "SESSION_CREATION_FAILED"
-    kind = ErrorKind.INTERNAL
-
-
 class MissingField(InvalidInput):
     """A required field is absent."""
 
     code = "MISSING_REQUIRED_FIELD"
-
-
-class InvalidMessageType(InvalidInput):
-    """The client sent a message type the runtime does not know."""
-
-    code = "INVALID_MESSAGE_TYPE"

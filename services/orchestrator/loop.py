@@ -163,8 +163,8 @@ class AgentLoop:
         history = await self.store.history(sid)
         query = next((m.content for m in reversed(history) if m.role == "user"), "")
         pinned = SCRATCH.get({}).get("pinned_tools", ())
-        tools = await self.toolbox.for_step(template, query, sid, tuple(pinned))
         everything = await self.toolbox.offered(template)
+        tools = await self.toolbox.for_step(template, everything, query, sid, tuple(pinned))
         await self.store.add_tool_tokens(sid, schema_tokens(tools), schema_tokens(everything))
         message_id = new_id("msg")
         parts: list[str] = []

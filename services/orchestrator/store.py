@@ -212,9 +212,3 @@ class SessionStore:
     async def add_tool_tokens(self, session_id: str, offered: int, everything: int) -> None:
         async with db_errors("save tool tokens", "DB_WRITE_ERROR"):
             await self.pool.execute(QUERIES["add_tool_tokens"], session_id, offered, everything)
-
-    async def tool_tokens(self, session_id: str) -> tuple[int, int]:
-        """(schema tokens offered, schema tokens of every allowed tool) over the session."""
-        async with db_errors("read tool tokens", "DB_READ_ERROR"):
-            row = await self.pool.fetchrow(QUERIES["tool_tokens"], session_id)
-        return (row["tool_tokens_offered"], row["tool_tokens_all"]) if row else (0, 0)

@@ -148,13 +148,18 @@ class Toolbox:
         return tools
 
     async def for_step(
-        self, template: AgentTemplate, query: str, session_id: str, pinned: Sequence[str] = ()
+        self,
+        template: AgentTemplate,
+        everything: Sequence[ToolSpec],
+        query: str,
+        session_id: str,
+        pinned: Sequence[str] = (),
     ) -> list[ToolSpec]:
-        """What this model call is offered: everything allowed (static mode), or what tool
-        search finds for ``query`` plus required, pinned and runtime tools (retrieval)."""
-        everything = await self.offered(template)
+        """What this model call is offered out of ``everything`` (the template's ``offered``):
+        all of it (static mode), or what tool search finds for ``query`` plus required,
+        pinned and runtime tools (retrieval)."""
         if template.tool_policy.mode != "retrieval" or not query or self.search is None:
-            return everything
+            return list(everything)
         runtime = {TOOL_SEARCH, SWITCH_AGENT}
         searchable = [
             t.name

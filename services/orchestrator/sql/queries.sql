@@ -242,9 +242,6 @@ update orchestrator.sessions
 set tool_tokens_offered = tool_tokens_offered + $2, tool_tokens_all = tool_tokens_all + $3
 where session_id = $1;
 
--- name: tool_tokens
-select tool_tokens_offered, tool_tokens_all from orchestrator.sessions where session_id = $1;
-
 -- name: add_source
 insert into orchestrator.sources (session_id, call_id, kind, locator)
 values ($1, $2, $3, $4)
