@@ -174,6 +174,10 @@ class Inputs:
                 sid, call.call_id, decision.decision, modified, feedback, user_id
             )
         except MeshCallFailed as failure:
+            if failure.code == "HITL_TIMEOUT" and call.state == "awaiting_approval":
+                # hitl expired it before this runtime heard: the same as the expiry itself.
+                await self.expired(Expired(call.call_id, call.session_id, 0))
+                return
             await self.fail(sid, failure.code, failure.message, call.call_id)
             return
         if call.state != "awaiting_approval":  # a retried decision: hitl applied it once
@@ -222,8 +226,12 @@ class Inputs:
             return
         await self.loop.complete(
             call,
-            f"No decision within {item.timeout_seconds} s: the approval expired "
-            "(HITL_TIMEOUT) and the call was not run.",
+            (
+                f"No decision within {item.timeout_seconds} s"
+                if item.timeout_seconds
+                else "No decision in time"
+            )
+            + ": the approval expired (HITL_TIMEOUT) and the call was not run.",
             "expired",
         )
         await self.loop.emit(

@@ -278,13 +278,12 @@ class Runtime:
             if await self._own(expired.session_id):
                 await self._local(expired.session_id, "", expired)
             else:
-                # The owner's own sweep would not see it again: let its ledger decide.
+                # Another replica owns the session and hitl will not list this approval
+                # again: relay a decision, which hitl answers HITL_TIMEOUT, so the owner
+                # handles the expiry on its usual path.
+                decision = pb.HitlDecision(call_id=expired.call_id, decision=pb.DECISION_REJECT)
                 await self.ownership.post(
-                    expired.session_id,
-                    "",
-                    pb.ClientMessage(
-                        tool_result=pb.ToolResult(call_id=expired.call_id, error="HITL_TIMEOUT")
-                    ),
+                    expired.session_id, "", pb.ClientMessage(hitl_decision=decision)
                 )
 
     async def _take_over(self) -> None:

@@ -183,3 +183,20 @@ async def test_soft_deleted_sessions_are_purged_after_retention(mesh: Mesh) -> N
     )
     assert await store.purge_deleted(older_than_days=1) == 1
     assert await mesh.pool.fetchval("select count(*) from orchestrator.events") == 0
+
+
+async def test_a_decision_on_an_approval_hitl_already_expired_is_the_expiry(mesh: Mesh) -> None:
+    """As when another replica's sweep expired it: the owner hears of it by a decision."""
+    mesh.scripted.enqueue(
+        calls(("write_file", {"path": "a.py", "content": "x"})), {"text": "I will not write it."}
+    )
+    async with ide(mesh, "expired-elsewhere") as client:
+        ask = of(await client.say("write"), "tool_call")[0]
+        await mesh.pool.execute(
+            "update hitl.approvals set status = 'expired' where call_id = $1", ask["call_id"]
+        )
+        events = await client.decide(ask["call_id"], "reject")
+    assert [e["error_code"] for e in of(events, "error")] == ["HITL_TIMEOUT"]
+    assert text_of(events) == "I will not write it."
+    tool = mesh.scripted.requests[-1]["messages"][-1]
+    assert tool["role"] == "tool" and "HITL_TIMEOUT" in tool["content"]
