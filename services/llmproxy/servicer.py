@@ -13,6 +13,7 @@ from codelab.v1 import llmproxy_pb2_grpc as pb_grpc
 from services.common.errors import InvalidInput
 from services.llmproxy.accounting import AccountedUpstream
 from services.llmproxy.store import Usage, UsageStore
+from services.llmproxy.tool_names import ToolNames
 from services.llmproxy.upstream import CompletionRequest, Finished, TextDelta, ToolCallOut
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["LlmProxy"].full_name
@@ -20,8 +21,8 @@ DEFAULT_LIST_LIMIT = 100
 MAX_LIST_LIMIT = 1000
 
 
-def message_to_openai(message: pb.ChatMessage) -> dict[str, Any]:
-    """A ChatMessage in the OpenAI wire shape."""
+def message_to_openai(message: pb.ChatMessage, names: ToolNames) -> dict[str, Any]:
+    """A ChatMessage in the OpenAI wire shape (tool names as the upstream accepts them)."""
     out: dict[str, Any] = {"role": message.role}
     out["content"] = message.content if message.HasField("content") else None
     if message.HasField("name"):
@@ -31,7 +32,7 @@ def message_to_openai(message: pb.ChatMessage) -> dict[str, Any]:
             {
                 "id": call.id,
                 "type": "function",
-                "function": {"name": call.name, "arguments": call.arguments_json},
+                "function": {"name": names.to_wire(call.name), "arguments": call.arguments_json},
             }
             for call in message.tool_calls
         ]
@@ -40,23 +41,34 @@ def message_to_openai(message: pb.ChatMessage) -> dict[str, Any]:
     return out
 
 
-def tool_to_openai(tool: pb.ToolDefinition) -> dict[str, Any]:
+def tool_to_openai(tool: pb.ToolDefinition, names: ToolNames) -> dict[str, Any]:
     try:
         parameters = json.loads(tool.parameters_json or "{}")
     except json.JSONDecodeError as error:
         raise InvalidInput(f"tool {tool.name}: parameters_json is not JSON: {error}") from error
     return {
         "type": "function",
-        "function": {"name": tool.name, "description": tool.description, "parameters": parameters},
+        "function": {
+            "name": names.to_wire(tool.name),
+            "description": tool.description,
+            "parameters": parameters,
+        },
     }
 
 
-def request_from_proto(request: pb.CompleteRequest) -> CompletionRequest:
+def request_names(request: pb.CompleteRequest) -> ToolNames:
+    """Every tool name the request carries: offered tools and the history's calls."""
+    return ToolNames(
+        [t.name for t in request.tools] + [c.name for m in request.messages for c in m.tool_calls]
+    )
+
+
+def request_from_proto(request: pb.CompleteRequest, names: ToolNames) -> CompletionRequest:
     if not request.messages:
         raise InvalidInput("messages must not be empty")
     return CompletionRequest(
-        messages=[message_to_openai(m) for m in request.messages],
-        tools=[tool_to_openai(t) for t in request.tools],
+        messages=[message_to_openai(m, names) for m in request.messages],
+        tools=[tool_to_openai(t, names) for t in request.tools],
         model=request.model,
         temperature=request.temperature if request.HasField("temperature") else None,
         max_tokens=request.max_tokens if request.HasField("max_tokens") else None,
@@ -96,14 +108,17 @@ class LlmProxyServicer(pb_grpc.LlmProxyServicer):
     async def Complete(
         self, request: pb.CompleteRequest, context: aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[pb.CompleteChunk]:
-        domain = request_from_proto(request)
+        names = request_names(request)
+        domain = request_from_proto(request, names)
         async for chunk in self.upstream.complete(request.session_id, request.purpose, domain):
             if isinstance(chunk, TextDelta):
                 yield pb.CompleteChunk(text_delta=chunk.text)
             elif isinstance(chunk, ToolCallOut):
                 yield pb.CompleteChunk(
                     tool_call=pb.LlmToolCall(
-                        id=chunk.id, name=chunk.name, arguments_json=chunk.arguments_json
+                        id=chunk.id,
+                        name=names.to_catalog(chunk.name),
+                        arguments_json=chunk.arguments_json,
                     )
                 )
             elif isinstance(chunk, Finished):

@@ -37,6 +37,7 @@ from services.scripted_model.embeddings import (
     normalise_input,
 )
 from services.scripted_model.scenarios import ScenarioError, ScriptedModelState
+from services.scripted_model.validation import RequestRefused, check_request
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -103,6 +104,10 @@ class _Handlers:
             )
         if not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages):
             raise _BadRequest("each message must be an object with a string 'role'", "messages")
+        try:
+            check_request(body)
+        except RequestRefused as refused:
+            return _error(400, str(refused), param=refused.param, code=refused.code)
         stream = body.get("stream") or False
         if not isinstance(stream, bool):
             raise _BadRequest("stream must be a boolean", "stream")

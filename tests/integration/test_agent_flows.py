@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from services.llmproxy.tool_names import ToolNames
 from tests.support.ide import ide, of, text_of
 from tests.support.mesh import Mesh
 
@@ -23,6 +24,12 @@ def calls(*items: tuple[str, dict[str, Any]]) -> dict[str, Any]:
 
 def offered(request: dict[str, Any]) -> set[str]:
     return {t["function"]["name"] for t in request.get("tools", [])}
+
+
+def wire(names: set[str]) -> set[str]:
+    """The names the upstream sees for catalog names (``git.diff`` goes as ``git_diff``)."""
+    mapping = ToolNames(names)
+    return {mapping.to_wire(n) for n in names}
 
 
 async def test_routing_follows_the_llm_classification(mesh: Mesh) -> None:
@@ -119,7 +126,25 @@ async def test_each_agent_is_offered_exactly_its_tools(mesh: Mesh, agent: str) -
     mesh.scripted.clear_requests()
     async with ide(mesh, f"tools-{agent}") as client:
         await client.say("hello", agent_type=agent)
-    assert offered(mesh.scripted.requests[-1]) == EXPECTED_TOOLS[agent]
+    assert offered(mesh.scripted.requests[-1]) == wire(EXPECTED_TOOLS[agent])
+
+
+async def test_a_coder_turn_with_a_dotted_tool_round_trips_under_the_catalog_name(
+    mesh: Mesh,
+) -> None:
+    """The model calls ``git_diff`` (all a real provider accepts); the IDE and the ledger
+    see ``git.diff``, and the next call's history carries ``git_diff`` again."""
+    mesh.scripted.enqueue(calls(("git_diff", {})), {"text": "No changes."})
+    async with ide(mesh, "dotted") as client:
+        first = await client.say("what changed?", agent_type="coder")
+        (call,) = of(first, "tool_call")
+        assert call["tool_name"] == "git.diff"
+        second = await client.result(call["call_id"], {"diff": ""})
+    assert text_of(second) == "No changes."
+    last = mesh.scripted.requests[-1]
+    assistant = next(m for m in last["messages"] if m.get("tool_calls"))
+    assert assistant["tool_calls"][0]["function"]["name"] == "git_diff"
+    assert "git_diff" in offered(last) and "git.diff" not in offered(last)
 
 
 async def test_tool_round_trip_result_reaches_the_model_under_its_call_id(mesh: Mesh) -> None:
@@ -333,7 +358,7 @@ async def test_debug_hands_over_to_coder(mesh: Mesh) -> None:
         events = await client.say("investigate", agent_type="debug")
     switches = [(e["from_agent"], e["to_agent"]) for e in of(events, "agent_switched")]
     assert switches[:2] == [("orchestrator", "debug"), ("debug", "coder")]
-    assert offered(mesh.scripted.requests[-1]) == EXPECTED_TOOLS["coder"]
+    assert offered(mesh.scripted.requests[-1]) == wire(EXPECTED_TOOLS["coder"])
     row = await mesh.pool.fetchrow(
         "select switch_count from orchestrator.sessions where session_id = 'handoff'"
     )

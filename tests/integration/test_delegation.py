@@ -31,6 +31,7 @@ async def mesh(database_url: str) -> AsyncIterator[Mesh]:
 
 
 def offered(request: dict[str, Any]) -> set[str]:
+    """Names as the upstream sees them: ``agent.ask`` goes as ``agent_ask``."""
     return {t["function"]["name"] for t in request.get("tools", [])}
 
 
@@ -39,7 +40,7 @@ async def test_a_delegate_answers_for_the_parent(mesh: Mesh) -> None:
         {
             "tool_calls": [
                 {
-                    "name": "agent.ask",
+                    "name": "agent_ask",
                     "arguments": {"task": "Explain what main.py does", "context": "a small CLI"},
                 }
             ]
@@ -51,7 +52,7 @@ async def test_a_delegate_answers_for_the_parent(mesh: Mesh) -> None:
     async with ide(mesh, "delegate") as client:
         first = await client.say("what does main.py do?", agent_type="lead")
         lead_request = mesh.scripted.requests[-2]
-        assert {"agent.ask", "agent.debug", "read_file"} == offered(lead_request)
+        assert {"agent_ask", "agent_debug", "read_file"} == offered(lead_request)
         (call,) = of(first, "tool_call")  # the delegate's IDE call reaches the parent's client
         assert (call["agent"], call["tool_name"]) == ("ask", "read_file")
         (chain,) = of(first, "agent_chain_update")
@@ -74,7 +75,7 @@ async def test_cancel_during_delegation_closes_the_childs_calls(mesh: Mesh) -> N
     from tests.support.history import history_problems
 
     mesh.scripted.enqueue(
-        {"tool_calls": [{"name": "agent.debug", "arguments": {"task": "find the bug"}}]},
+        {"tool_calls": [{"name": "agent_debug", "arguments": {"task": "find the bug"}}]},
         {"tool_calls": [{"name": "read_file", "arguments": {"path": "bug.py"}}]},
         {"text": "ok, starting over"},
     )

@@ -177,3 +177,34 @@ async def test_hitl_evaluates_through_grpc(mesh: Mesh) -> None:
             hitl_pb2.EvaluateRequest(tool_name="write_file", arguments_json="[1]")
         )
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_llmproxy_sends_valid_tool_names_and_maps_the_reply_back(mesh: Mesh) -> None:
+    """Catalog names such as ``git.diff`` are not valid OpenAI function names: the upstream
+    sees ``git_diff`` (tools and history alike) and the runtime gets ``git.diff`` back."""
+    mesh.scripted.enqueue({"tool_calls": [{"name": "git_diff", "arguments": {}}]})
+    request = complete_request(
+        "diff it",
+        tools=[
+            llmproxy_pb2.ToolDefinition(name="git.diff", parameters_json='{"type":"object"}'),
+            llmproxy_pb2.ToolDefinition(name="agent.ask", parameters_json='{"type":"object"}'),
+        ],
+    )
+    request.messages.extend(
+        [
+            llmproxy_pb2.ChatMessage(
+                role="assistant",
+                tool_calls=[
+                    llmproxy_pb2.LlmToolCall(id="c1", name="git.diff", arguments_json="{}")
+                ],
+            ),
+            llmproxy_pb2.ChatMessage(role="tool", content="no changes", tool_call_id="c1"),
+            llmproxy_pb2.ChatMessage(role="user", content="again"),
+        ]
+    )
+    chunks = [c async for c in mesh.client.llmproxy.Complete(request)]
+    calls = [c.tool_call for c in chunks if c.HasField("tool_call")]
+    assert [c.name for c in calls] == ["git.diff"]
+    sent = mesh.scripted.requests[-1]
+    assert [t["function"]["name"] for t in sent["tools"]] == ["git_diff", "agent_ask"]
+    assert sent["messages"][1]["tool_calls"][0]["function"]["name"] == "git_diff"
