@@ -23,6 +23,7 @@ from bench.report import Figure, first_error, num
 from bench.sessions import close_many, open_many, streamed_turn
 from bench.upstream import Upstream, words
 from clients.python.ide import connect_ide
+from codelab.v1 import common_pb2 as pb
 from codelab.v1 import runtime_pb2
 from services.orchestrator import events
 
@@ -65,6 +66,15 @@ async def events_per_second(
     return Figure(SECTION, name, value, "events/s", data)
 
 
+def token_event(token: str, message_id: str) -> pb.ServerEvent:
+    """One streamed token as the runtime stores it (one word per event: the worst case)."""
+    return pb.ServerEvent(
+        assistant_message=pb.AssistantMessage(
+            token=token, is_final=False, agent="coder", message_id=message_id
+        )
+    )
+
+
 async def write_long_session(dsn: str, session_id: str, messages: int, agent: str) -> int:
     """A session of ``messages`` messages (user/assistant alternating) with the events the
     IDE saw for each answer (its tokens, the final marker, ``done``); returns the last seq."""
@@ -72,7 +82,7 @@ async def write_long_session(dsn: str, session_id: str, messages: int, agent: st
     seq = 0
     for _ in range(messages // 2):
         message_id = f"msg_{uuid.uuid4().hex[:24]}"
-        answer = [events.assistant_token(w + " ", "coder", message_id) for w in words(20).split()]
+        answer = [token_event(w + " ", message_id) for w in words(20).split()]
         for event in [*answer, events.assistant_final("coder", message_id), events.done()]:
             seq += 1
             event.session_id, event.seq = session_id, seq

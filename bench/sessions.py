@@ -29,9 +29,19 @@ class Turn:
     """What one turn looked like from the IDE."""
 
     tokens: int = 0
+    """Upstream tokens received: the scripted model streams one word per token, and the
+    runtime may join several into one event, so words are counted, not events."""
+    events: int = 0
+    """``assistant_message`` token events received."""
     first_token_s: float | None = None
     seconds: float = 0.0
     error: str | None = None
+
+
+def _words(events: Sequence[Event]) -> tuple[int, int]:
+    """(tokens, token events) of a turn's events (see ``Turn.tokens``)."""
+    pieces = [str(e["token"]) for e in events if _is_token(e)]
+    return len("".join(pieces).split()), len(pieces)
 
 
 def _problem(events: Sequence[Event], want: str) -> str | None:
@@ -57,12 +67,11 @@ async def streamed_turn(ide: IdeConnection, content: str, agent_type: str | None
             while True:
                 event = await ide.next_event(None)
                 events.append(event)
-                if _is_token(event):
-                    turn.tokens += 1
-                    if turn.first_token_s is None:
-                        turn.first_token_s = time.perf_counter() - started
+                if turn.first_token_s is None and _is_token(event):
+                    turn.first_token_s = time.perf_counter() - started
                 if event.get("type") == "done":
                     break
+        turn.tokens, turn.events = _words(events)
         turn.error = _problem(events, "completed")
     except FAILURES as failure:
         turn.error = f"{type(failure).__name__}: {failure}"
@@ -82,7 +91,7 @@ async def tool_turn(ide: IdeConnection, content: str) -> Turn:
         if turn.error is None and calls:
             await ide.tool_result(str(calls[0]["call_id"]), TOOL_RESULT)
             second = await ide.until_done(TURN_TIMEOUT)
-            turn.tokens = sum(1 for e in second if _is_token(e))
+            turn.tokens, turn.events = _words(second)
             turn.error = _problem(second, "completed")
         elif turn.error is None:
             turn.error = "no tool_call before done"

@@ -39,12 +39,18 @@ class SessionStream:
             await self._call.write(message)
 
     async def __aiter__(self) -> AsyncIterator[common.ServerEvent]:
+        """Every event, one at a time (events the runtime sent together in ``then`` too)."""
         while True:
             event = await self._call.read()
             if event is aio.EOF:
                 return
             assert isinstance(event, common.ServerEvent)
+            following = list(event.then)
+            if following:
+                event.ClearField("then")
             yield event
+            for other in following:
+                yield other
 
     async def until_done(self) -> list[common.ServerEvent]:
         """Every event up to and including the next ``done``."""

@@ -19,6 +19,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import quote, urlencode
 
+import orjson
 from websockets.asyncio.client import ClientConnection, connect
 
 Event = dict[str, Any]
@@ -105,9 +106,12 @@ class IdeConnection:
 
     async def next_event(self, seconds: float | None = DEFAULT_TIMEOUT) -> Event:
         """The next event; TimeoutError when none arrives within ``seconds``."""
-        async with asyncio.timeout(seconds):
+        if seconds is None:
             frame = await self.ws.recv()
-        event: Event = json.loads(frame)
+        else:
+            async with asyncio.timeout(seconds):
+                frame = await self.ws.recv()
+        event: Event = orjson.loads(frame)
         return event
 
     async def until(
@@ -133,7 +137,7 @@ class IdeConnection:
     async def events(self) -> AsyncIterator[Event]:
         """Every event until the connection closes."""
         async for frame in self.ws:
-            event: Event = json.loads(frame)
+            event: Event = orjson.loads(frame)
             yield event
 
     async def close(self) -> None:
@@ -148,7 +152,7 @@ async def connect_ide(
     last_event_id: int | None = None,
     token: str | None = None,
     open_timeout: float = DEFAULT_TIMEOUT,
-    compression: str | None = "deflate",
+    compression: str | None = None,
 ) -> IdeConnection:
     """Open a connection the caller closes (for holding many at once).
 

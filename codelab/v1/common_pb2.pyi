@@ -592,6 +592,7 @@ class ServerEvent(_message.Message):
     AGENT_CHAIN_UPDATE_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     DONE_FIELD_NUMBER: _builtins.int
+    THEN_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     seq: _builtins.int
     """Monotonic per session; the IDE resumes from the last one it saw."""
@@ -617,6 +618,14 @@ class ServerEvent(_message.Message):
     def error(self) -> Global___ErrorEvent: ...
     @_builtins.property
     def done(self) -> Global___Done: ...
+    @_builtins.property
+    def then(self) -> _containers.RepeatedCompositeFieldContainer[Global___ServerEvent]:
+        """Events that follow this one, carried in the same message when several are ready at
+        once (a replay, a burst): a receiver handles them in order, exactly as if each had
+        come alone. A gRPC message costs far more than its bytes, so a resume of thousands
+        of events travels in a few dozen messages. Never nested more than one level.
+        """
+
     def __init__(
         self,
         *,
@@ -633,10 +642,11 @@ class ServerEvent(_message.Message):
         agent_chain_update: Global___AgentChainUpdate | None = ...,
         error: Global___ErrorEvent | None = ...,
         done: Global___Done | None = ...,
+        then: _abc.Iterable[Global___ServerEvent] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["agent_chain_update", b"agent_chain_update", "agent_switched", b"agent_switched", "assistant_message", b"assistant_message", "done", b"done", "error", b"error", "event", b"event", "plan_approval_required", b"plan_approval_required", "plan_progress", b"plan_progress", "plan_rejected", b"plan_rejected", "plan_update", b"plan_update", "tool_call", b"tool_call"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_chain_update", b"agent_chain_update", "agent_switched", b"agent_switched", "assistant_message", b"assistant_message", "done", b"done", "error", b"error", "event", b"event", "plan_approval_required", b"plan_approval_required", "plan_progress", b"plan_progress", "plan_rejected", b"plan_rejected", "plan_update", b"plan_update", "seq", b"seq", "session_id", b"session_id", "timestamp", b"timestamp", "tool_call", b"tool_call"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_chain_update", b"agent_chain_update", "agent_switched", b"agent_switched", "assistant_message", b"assistant_message", "done", b"done", "error", b"error", "event", b"event", "plan_approval_required", b"plan_approval_required", "plan_progress", b"plan_progress", "plan_rejected", b"plan_rejected", "plan_update", b"plan_update", "seq", b"seq", "session_id", b"session_id", "then", b"then", "timestamp", b"timestamp", "tool_call", b"tool_call"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["assistant_message", "tool_call", "agent_switched", "plan_approval_required", "plan_update", "plan_progress", "plan_rejected", "agent_chain_update", "error", "done"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015

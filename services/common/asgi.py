@@ -29,6 +29,11 @@ def bind_free_port(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
     return sock
 
 
+# Per-message deflate costs CPU on both ends for every frame, and an IDE's frames are
+# small JSON events (most one token) on a local or low-latency link: off.
+WS_OPTIONS: dict[str, Any] = {"ws_per_message_deflate": False}
+
+
 @contextlib.asynccontextmanager
 async def running_asgi(
     app: Any,
@@ -41,7 +46,12 @@ async def running_asgi(
     sock = sock or bind_free_port()
     port = int(sock.getsockname()[1])
     config = uvicorn.Config(
-        app, lifespan=lifespan, log_config=None, access_log=False, timeout_graceful_shutdown=1
+        app,
+        lifespan=lifespan,
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=1,
+        **WS_OPTIONS,
     )
     server = _InProcessServer(config)
     task = asyncio.create_task(server.serve(sockets=[sock]), name=f"{name}:{port}")

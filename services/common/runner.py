@@ -56,10 +56,12 @@ async def run_service(
 
 
 def main(serve: Callable[[Settings], Coroutine[Any, Any, None]]) -> None:
-    """Entry point of ``python -m services.<name>``: env -> Settings -> serve()."""
-    import asyncio
+    """Entry point of ``python -m services.<name>``: env -> Settings -> serve(), on uvloop
+    (its event loop costs less per callback than asyncio's own: every token passes a few)."""
     import os
     import sys
+
+    import uvloop
 
     from services.common.settings import SettingsError
 
@@ -69,4 +71,4 @@ def main(serve: Callable[[Settings], Coroutine[Any, Any, None]]) -> None:
     except SettingsError as error:
         print(f"configuration error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
-    asyncio.run(serve(settings))
+    uvloop.run(serve(settings))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uvicorn
 
 from clients.python import MeshClient
+from services.common.asgi import WS_OPTIONS
 from services.common.logs import configure_logging
 from services.common.settings import Settings
 from services.gateway.app import create_app
@@ -22,6 +23,7 @@ async def serve(settings: Settings) -> None:
         log_config=None,
         ws_ping_interval=20,
         timeout_graceful_shutdown=10,
+        **WS_OPTIONS,
     )
     # uvicorn handles SIGTERM/SIGINT: stop accepting, finish requests, run lifespan exit.
     await uvicorn.Server(config).serve()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -14,6 +13,7 @@ from starlette.websockets import WebSocket, WebSocketState
 
 from clients.python import SessionStream
 from codelab.v1 import common_pb2 as pb
+from services.gateway.event_json import dumps
 from services.gateway.mesh import WS_CLOSE_UNAVAILABLE, describe
 from services.gateway.translate import ProtocolError, event_to_json, local_error, parse_text
 
@@ -31,7 +31,7 @@ async def pump_to_websocket(stream: SessionStream, websocket: WebSocket, session
     """Forward every event of the stream; on a mesh failure tell the IDE and close."""
     try:
         async for event in stream:
-            await websocket.send_json(event_to_json(event))
+            await websocket.send_text(dumps(event_to_json(event)))
     except grpc.aio.AioRpcError as error:
         if error.code() == grpc.StatusCode.CANCELLED:
             return
@@ -72,7 +72,7 @@ async def websocket_session(stream: SessionStream, websocket: WebSocket, session
 def sse_frame(payload: dict[str, Any], event: str = "message") -> str:
     seq = payload.get("seq")
     head = f"id: {seq}\n" if seq else ""
-    return f"{head}event: {event}\ndata: {json.dumps(payload, ensure_ascii=False)}\n\n"
+    return f"{head}event: {event}\ndata: {dumps(payload)}\n\n"
 
 
 async def sse_events(

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from codelab.v1 import common_pb2 as pb
-from services.gateway.render import proto_json
+from services.gateway.event_json import event_json
 
 
 class ProtocolError(ValueError):
@@ -27,16 +27,7 @@ class ProtocolError(ValueError):
 
 def event_to_json(event: pb.ServerEvent) -> dict[str, Any]:
     """A ServerEvent as the IDE sees it."""
-    kind = event.WhichOneof("event")
-    if kind is None:
-        raise ValueError("event without a type")
-    return {
-        "type": kind,
-        **proto_json(getattr(event, kind)),
-        "session_id": event.session_id,
-        "seq": event.seq,
-        "timestamp": event.timestamp,
-    }
+    return event_json(event)
 
 
 def local_error(code: str, content: str, session_id: str) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from codelab.v1 import llmproxy_pb2 as pb
 from codelab.v1 import llmproxy_pb2_grpc as pb_grpc
 from services.common.errors import InvalidInput
 from services.llmproxy.accounting import AccountedUpstream
+from services.llmproxy.coalesce import coalesced
 from services.llmproxy.store import Usage, UsageStore
 from services.llmproxy.tool_names import ToolNames
 from services.llmproxy.upstream import CompletionRequest, Finished, TextDelta, ToolCallOut
@@ -110,7 +111,8 @@ class LlmProxyServicer(pb_grpc.LlmProxyServicer):
     ) -> AsyncIterator[pb.CompleteChunk]:
         names = request_names(request)
         domain = request_from_proto(request, names)
-        async for chunk in self.upstream.complete(request.session_id, request.purpose, domain):
+        upstream = self.upstream.complete(request.session_id, request.purpose, domain)
+        async for chunk in coalesced(upstream):
             if isinstance(chunk, TextDelta):
                 yield pb.CompleteChunk(text_delta=chunk.text)
             elif isinstance(chunk, ToolCallOut):

@@ -12,14 +12,17 @@ import logging
 import random
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import httpx2
 import openai
+import orjson
 from openai import AsyncOpenAI
 
+from services.llmproxy.assembly import Assembly
 from services.llmproxy.errors import LlmError, LlmStreamInterrupted, LlmTimeout, LlmUnavailable
+from services.llmproxy.sse import SseParser
 
 log = logging.getLogger(__name__)
 
@@ -68,35 +71,45 @@ class Finished:
 Chunk = TextDelta | ToolCallOut | Finished
 
 
-@dataclass
-class _PartialCall:
-    id: str = ""
-    name: str = ""
-    arguments: list[str] = field(default_factory=list)
+def _text_of(assembly: Assembly, payloads: list[bytes]) -> str:
+    """Feed decoded chunks to ``assembly``; the text they carried, joined."""
+    parts: list[str] = []
+    for payload in payloads:
+        if payload == b"[DONE]":
+            assembly.done = True
+            break
+        try:
+            chunk = orjson.loads(payload)
+        except orjson.JSONDecodeError as error:
+            raise LlmStreamInterrupted(f"upstream sent a chunk that is not JSON: {error}") from None
+        text = assembly.add(chunk)
+        if text:
+            parts.append(text)
+    return "".join(parts)
 
 
 def is_retryable(error: Exception) -> bool:
     """408/409/429/5xx and refused connections; a timeout is not retried (the caller's
     per-call budget is already spent)."""
-    if isinstance(error, openai.APITimeoutError):
+    if isinstance(error, openai.APITimeoutError | httpx2.TimeoutException | TimeoutError):
         return False
     if isinstance(error, openai.APIStatusError):
         return error.status_code in RETRYABLE_STATUS or error.status_code >= 500
-    return isinstance(error, openai.APIConnectionError)
+    return isinstance(error, openai.APIConnectionError | httpx2.TransportError)
 
 
 def classify(error: Exception, *, started: bool, timeout: float) -> LlmError:
     """Map an SDK/transport error to the spec's codes."""
     if started:
         return LlmStreamInterrupted(f"upstream stream interrupted: {error}")
-    if isinstance(error, openai.APITimeoutError | httpx.TimeoutException | TimeoutError):
+    if isinstance(error, openai.APITimeoutError | httpx2.TimeoutException | TimeoutError):
         return LlmTimeout(f"LLM request timed out after {timeout:g} seconds", timeout=timeout)
     if isinstance(error, openai.APIStatusError):
         message = f"upstream answered {error.status_code}: {error.message}"
         if is_retryable(error):
             return LlmUnavailable(message, status=error.status_code)
         return LlmError(message, status=error.status_code)
-    if isinstance(error, openai.APIConnectionError | httpx.TransportError):
+    if isinstance(error, openai.APIConnectionError | httpx2.TransportError):
         return LlmUnavailable(f"upstream unreachable: {error}")
     return LlmError(f"upstream failed: {error}")
 
@@ -136,7 +149,11 @@ class Upstream:
                     started = True
                     yield chunk
                 return
-            except (openai.OpenAIError, httpx.HTTPError, TimeoutError) as error:
+            except LlmError as error:
+                if started and not isinstance(error, LlmStreamInterrupted):
+                    raise LlmStreamInterrupted(error.message) from error
+                raise
+            except (openai.OpenAIError, httpx2.HTTPError, TimeoutError) as error:
                 if started or attempt >= self.max_retries or not is_retryable(error):
                     raise classify(error, started=started, timeout=timeout) from error
                 attempt += 1
@@ -150,49 +167,53 @@ class Upstream:
     async def _stream_once(
         self, request: CompletionRequest, seconds: float
     ) -> AsyncIterator[Chunk]:
-        kwargs: dict[str, Any] = {
-            "model": request.model or self.default_model,
+        """One upstream call. The body is read as raw bytes (decoded with orjson, not one
+        pydantic model per chunk) and the text of chunks that arrive together goes on
+        as one delta: an unpaced upstream costs a few messages, not one per token."""
+        # The payload is already in OpenAI's shape: it goes as ``extra_body``, which the SDK
+        # sends as it is. As typed parameters the SDK would walk every message and schema
+        # first (profiled: 4.6 ms for 17 tools and 10 messages, 311 ms for 1,000 messages).
+        body: dict[str, Any] = {
             "messages": list(request.messages),
-            "stream": True,
             "stream_options": {"include_usage": True},
-            "timeout": seconds,
         }
         if request.tools:
-            kwargs["tools"] = list(request.tools)
+            body["tools"] = list(request.tools)
         if request.temperature is not None:
-            kwargs["temperature"] = request.temperature
+            body["temperature"] = request.temperature
         if request.max_tokens is not None:
-            kwargs["max_tokens"] = request.max_tokens
-        stream = await self.client.chat.completions.create(**kwargs)
-        calls: dict[int, _PartialCall] = {}
-        finish_reason = ""
-        usage: Any = None
-        model = kwargs["model"]
-        text_parts: list[str] = []
-        async with stream:
-            async for chunk in stream:
-                model = chunk.model or model
-                usage = chunk.usage or usage
-                for choice in chunk.choices:
-                    delta = choice.delta
-                    if delta.content:
-                        text_parts.append(delta.content)
-                        yield TextDelta(delta.content)
-                    for part in delta.tool_calls or ():
-                        call = calls.setdefault(part.index, _PartialCall())
-                        call.id = part.id or call.id
-                        if part.function is not None:
-                            call.name = part.function.name or call.name
-                            call.arguments.append(part.function.arguments or "")
-                    finish_reason = choice.finish_reason or finish_reason
-        if not finish_reason:
+            body["max_tokens"] = request.max_tokens
+        kwargs: dict[str, Any] = {
+            "model": request.model or self.default_model,
+            "messages": [],
+            "stream": True,
+            "timeout": seconds,
+            "extra_body": body,
+        }
+        assembly = Assembly(model=kwargs["model"])
+        parser = SseParser()
+        create = self.client.chat.completions.with_streaming_response.create
+        async with create(**kwargs) as response:
+            async for block in response.http_response.aiter_bytes():
+                text = _text_of(assembly, parser.feed(block))
+                if text:
+                    yield TextDelta(text)
+                if assembly.done:
+                    break
+            else:
+                text = _text_of(assembly, parser.close())
+                if text:
+                    yield TextDelta(text)
+        if not assembly.finish_reason:
             raise LlmStreamInterrupted("upstream stream ended without a finish reason")
-        for index in sorted(calls):
-            call = calls[index]
-            yield ToolCallOut(call.id or f"call_{index}", call.name, "".join(call.arguments))
-        prompt = usage.prompt_tokens if usage else estimate_tokens(str(request.messages))
-        completion = usage.completion_tokens if usage else estimate_tokens("".join(text_parts))
-        yield Finished(finish_reason, prompt, completion, model)
+        for call_id, name, arguments in assembly.tool_calls():
+            yield ToolCallOut(call_id, name, arguments)
+        prompt, completion = assembly.tokens()
+        if prompt is None:
+            prompt = estimate_tokens(str(request.messages))
+        if completion is None:
+            completion = max(1, assembly.text_chars // 4) if assembly.text_chars else 0
+        yield Finished(assembly.finish_reason, prompt, completion, assembly.model)
 
     async def embed(self, inputs: Sequence[str], model: str) -> list[list[float]]:
         """Embeddings for ``inputs`` in order."""
@@ -200,7 +221,7 @@ class Upstream:
             response = await self.client.embeddings.create(
                 model=model, input=list(inputs), encoding_format="float", timeout=self.timeout
             )
-        except (openai.OpenAIError, httpx.HTTPError) as error:
+        except (openai.OpenAIError, httpx2.HTTPError) as error:
             raise classify(error, started=False, timeout=self.timeout) from error
         return [list(item.embedding) for item in sorted(response.data, key=lambda d: d.index)]
 
@@ -221,7 +242,7 @@ class Upstream:
             answer = True
         except openai.APIStatusError:
             answer = True
-        except (openai.OpenAIError, httpx.HTTPError):
+        except (openai.OpenAIError, httpx2.HTTPError):
             answer = False
         self._reachable_at = (now, answer)
         return answer

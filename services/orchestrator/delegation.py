@@ -28,7 +28,7 @@ class Delegation:
     async def start(self, call: LedgerCall, template: AgentTemplate, tool: str, task: str) -> bool:
         """Run ``task`` with another agent in a child session; its answer returns here."""
         target = tool.split(".", 1)[1]
-        parent = await self.loop.store.get_session(call.session_id)
+        parent = await self.loop.session(call.session_id)
         child = f"{call.session_id}.{call.call_id}"
         await self.loop.store.create_child(
             child, parent.user_id, target, call.session_id, call.call_id
@@ -56,7 +56,7 @@ class Delegation:
         call = await self.loop.ledger.get(parent[0], parent[1])
         if call is None or call.state != "delegated":
             return
-        child_agent = (await self.loop.store.get_session(child)).current_agent
+        child_agent = (await self.loop.session(child)).current_agent
         await self.loop.complete(call, answer or "(the agent gave no answer)")
         await self.loop.emit(call.session_id, self.chain(call, call.agent, child_agent, "done"))
         await self.loop.advance(call.session_id)

@@ -19,14 +19,6 @@ def kind(event: pb.ServerEvent) -> str:
     return event.WhichOneof("event") or ""
 
 
-def assistant_token(token: str, agent: str, message_id: str) -> pb.ServerEvent:
-    return pb.ServerEvent(
-        assistant_message=pb.AssistantMessage(
-            token=token, is_final=False, agent=agent, message_id=message_id
-        )
-    )
-
-
 def assistant_final(agent: str, message_id: str) -> pb.ServerEvent:
     """Closes an answer whose tokens were streamed (seed 001: no token, is_final true)."""
     return pb.ServerEvent(

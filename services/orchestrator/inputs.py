@@ -17,7 +17,7 @@ from services.orchestrator.arguments import validate_arguments
 from services.orchestrator.file_rules import check_paths
 from services.orchestrator.ledger import LedgerCall
 from services.orchestrator.llm import TextPiece
-from services.orchestrator.loop import AgentLoop, Budget
+from services.orchestrator.loop import AgentLoop, Budget, FirstStep
 from services.orchestrator.mesh_clients import Expired, MeshCallFailed
 from services.orchestrator.plans import PlanRunner
 from services.orchestrator.routing import (
@@ -31,6 +31,12 @@ from services.orchestrator.store import StoredMessage
 from services.orchestrator.templates import ORCHESTRATOR
 
 log = logging.getLogger(__name__)
+
+
+async def _both(first: asyncio.Task[None], second: asyncio.Task[None]) -> None:
+    """Wait for two writes started side by side; the first failure is raised."""
+    await asyncio.gather(first, second)
+
 
 CLASSIFY_SECONDS = 20.0
 FINISHED = ("completed", "failed")
@@ -75,27 +81,46 @@ class Inputs:
         if not message.content.strip():
             await self.fail(sid, "MISSING_REQUIRED_FIELD", "user_message needs content")
             return
-        # A new message while calls wait: they will never run; close them so the
-        # history stays valid (every tool call answered) before the user speaks.
-        await loop.close_open_calls(sid, "Cancelled: the user sent a new message instead.")
-        await self.plans.cancel_running(sid)
-        await loop.store.add_message(sid, StoredMessage("user", message.content))
+        start = loop.starts.get(sid)
+        history = loop.histories.pop(sid, None)
+        if start is None or start.open_calls:
+            # A new message while calls wait: they will never run; close them so the
+            # history stays valid (every tool call answered) before the user speaks.
+            await loop.close_open_calls(sid, "Cancelled: the user sent a new message instead.")
+            history = None  # read before those answers were written
+        if start is None or start.running_plan:
+            await self.plans.cancel_running(sid)
+        user = StoredMessage("user", message.content)
+        stored = loop.background(loop.store.add_message(sid, user))
         loop.budgets[sid] = Budget()
-        current = (await loop.store.get_session(sid)).current_agent
-        if not loop.agents.multi_agent_mode:
-            await loop.switch(sid, loop.agents.entry, "single-agent mode", method="mode")
-        elif message.HasField("agent_type") and message.agent_type:
-            await loop.switch(sid, message.agent_type, "requested by the user", method="explicit")
-        elif current == ORCHESTRATOR or not loop.agents.has(current):
-            choice = await self.classify(sid, message.content)
-            await loop.switch(
-                sid,
-                choice.agent,
-                choice.reason or f"routed by {choice.method}",
-                choice.confidence,
-                choice.method,
-            )
+        agent, reason, confidence, method = await self.route(sid, message)
+        template = loop.agents.get(agent)  # an unknown agent_type fails here, before any call
+        switched = loop.background(loop.switch(sid, agent, reason, confidence, method))
+        ready = loop.background(_both(stored, switched))
+        if history is not None:
+            try:
+                first = FirstStep(template, [*await history, user], ready)
+            except ServiceError:
+                first = None
+            if first is not None:
+                await loop.advance(sid, first)
+                return
+        await asyncio.shield(ready)
         await loop.advance(sid)
+
+    async def route(self, sid: str, message: pb.UserMessage) -> tuple[str, str, str | None, str]:
+        """(agent, reason, confidence, method) for a new message (switch_agent's arguments)."""
+        loop = self.loop
+        current = (await loop.session(sid)).current_agent
+        if not loop.agents.multi_agent_mode:
+            return loop.agents.entry, "single-agent mode", None, "mode"
+        if message.HasField("agent_type") and message.agent_type:
+            return message.agent_type, "requested by the user", None, "explicit"
+        if current == ORCHESTRATOR or not loop.agents.has(current):
+            choice = await self.classify(sid, message.content)
+            reason = choice.reason or f"routed by {choice.method}"
+            return choice.agent, reason, choice.confidence, choice.method
+        return current, "", None, ""
 
     async def switch_agent(self, sid: str, message: pb.SwitchAgent) -> None:
         if not self.loop.agents.has(message.agent_type):

@@ -3,7 +3,8 @@
 An instance (agent_instance.py) is built from one template version, pinned: an admin's
 new version reaches new leases, never a running one. ``lease`` hands out an IDLE instance
 (the most recently used, so few stay warm) or creates one up to ``max_per_template``;
-beyond that it waits, then fails with PoolExhausted. Release walks the seed's machine::
+beyond that it waits, then fails with PoolExhausted. Release walks the seed's machine
+(Postgres gets the state it ends in, one write)::
 
     BUSY -> RESETTING -> cleanup() -> IDLE            (session finished or cancelled)
     BUSY -> ERROR -> RESETTING -> cleanup() -> IDLE   (the session's run raised)
@@ -84,6 +85,7 @@ class InstancePool:
         self._changed = asyncio.Condition()
         self._uses = itertools.count(1)
         self._closed = False
+        self._recording: set[asyncio.Task[None]] = set()
 
     def live(self, template_name: str) -> list[AgentInstance]:
         """The instances that can serve ``template_name`` now or after their session."""
@@ -132,7 +134,11 @@ class InstancePool:
     ) -> AsyncIterator[AgentInstance]:
         """An instance of the template's current version, BUSY for ``session_id``; waits
         up to ``wait`` seconds (default ``lease_timeout``) for one to become free."""
-        instance = await self._acquire(template_name, session_id, wait or self.lease_timeout)
+        instance, recorded = await self._acquire(
+            template_name, session_id, wait or self.lease_timeout
+        )
+        self._recording.add(recorded)
+        recorded.add_done_callback(self._recording.discard)
         failed = False
         try:
             yield instance
@@ -141,9 +147,17 @@ class InstancePool:
             raise
         finally:
             # Shielded: a second cancel must not leave the instance BUSY forever.
-            await asyncio.shield(self._release(instance, failed))
+            await asyncio.shield(self._release(instance, failed, recorded))
 
-    async def _acquire(self, name: str, session_id: str, wait: float) -> AgentInstance:
+    async def settled(self) -> None:
+        """Wait until the rows of every lease handed out so far are written."""
+        await asyncio.gather(*self._recording, return_exceptions=True)
+
+    async def _acquire(
+        self, name: str, session_id: str, wait: float
+    ) -> tuple[AgentInstance, asyncio.Task[None]]:
+        """The instance, BUSY in memory, and the task writing its row (the lease goes on
+        while it is written: the row is for admins and other replicas, memory rules)."""
         await self.registry.refresh(self.pool, self.refresh_every)
         deadline = asyncio.get_running_loop().time() + wait
         retired: list[AgentInstance] = []
@@ -177,54 +191,68 @@ class InstancePool:
                     ) from None
             instance.state, instance.session_id = InstanceState.BUSY, session_id
             instance.uses = next(self._uses)
+        instance.last_used_at = dt.datetime.now(dt.UTC)
+        return instance, asyncio.create_task(self._record_lease(instance, created, retired))
+
+    async def _record_lease(
+        self, instance: AgentInstance, created: bool, retired: list[AgentInstance]
+    ) -> None:
         for old in retired:
             await self._persist(old)
         try:
             async with db_errors("lease instance", "DB_WRITE_ERROR"):
                 if created:
                     await self._insert(instance, InstanceState.BUSY)
-                await self.pool.execute(QUERIES["lease_instance"], instance.instance_id, session_id)
-        except DatabaseError:
-            await self._drop(instance, InstanceState.STOPPED)
-            raise
-        instance.last_used_at = dt.datetime.now(dt.UTC)
-        return instance
+                await self.pool.execute(
+                    QUERIES["lease_instance"], instance.instance_id, instance.session_id
+                )
+        except DatabaseError as error:
+            # The session goes on (its own writes will say whether Postgres is back);
+            # the row catches up at the release.
+            log.warning("lease not recorded: %s", error.message)
 
-    async def _release(self, instance: AgentInstance, failed: bool) -> None:
+    async def _release(
+        self, instance: AgentInstance, failed: bool, recorded: asyncio.Task[None]
+    ) -> None:
+        await recorded
         if self._closed:  # close() recorded every instance STOPPED: forget the session only
             try:
                 instance.cleanup()
             except CleanupFailed as error:
                 log.warning("instance stopped unclean: %s", error.message)
             return
+        failures = 0
         if failed:  # BUSY -> ERROR, then recover() below
             instance.failures += 1
-            instance.state = InstanceState.ERROR
-            await self._persist(instance, added_failures=1)
+            failures = 1
+        # BUSY -> (ERROR ->) RESETTING -> IDLE happens here without an await in between:
+        # only the state it ends in is written (one round trip per release, not three).
         instance.state = InstanceState.RESETTING
-        await self._persist(instance)
         try:
             instance.cleanup()
         except CleanupFailed as error:
             log.warning("instance replaced: %s", error.message)
-            await self._replace(instance, InstanceState.ERROR)
+            await self._replace(instance, InstanceState.ERROR, failures)
             return
         if not self._current(instance.template):
-            await self._replace(instance, InstanceState.STOPPED)  # pinned to a version now gone
+            # Pinned to a version now gone.
+            await self._replace(instance, InstanceState.STOPPED, failures)
             return
         async with self._changed:
             instance.state = InstanceState.IDLE
             self._changed.notify_all()
-        await self._persist(instance)
+        await self._persist(instance, added_failures=failures)
 
     def _current(self, template: AgentTemplate) -> bool:
         """True while ``template`` is the version the registry serves."""
         name = template.name
         return self.registry.has(name) and self.registry.get(name).version == template.version
 
-    async def _replace(self, instance: AgentInstance, state: InstanceState) -> None:
+    async def _replace(
+        self, instance: AgentInstance, state: InstanceState, failures: int = 0
+    ) -> None:
         """Retire ``instance`` and keep the template's minimum of the served version."""
-        await self._drop(instance, state)
+        await self._drop(instance, state, failures)
         name = instance.template.name
         if self.registry.has(name):
             try:
@@ -232,14 +260,14 @@ class InstancePool:
             except DatabaseError as failure:  # the next lease creates one instead
                 log.warning("no replacement instance yet: %s", failure.message)
 
-    async def _drop(self, instance: AgentInstance, state: InstanceState) -> None:
+    async def _drop(self, instance: AgentInstance, state: InstanceState, failures: int = 0) -> None:
         """Take ``instance`` out of service in ``state`` and wake the waiting leases."""
         async with self._changed:
             with contextlib.suppress(ValueError):  # already gone after close()
                 self._live[instance.template.name].remove(instance)
             instance.state = state
             self._changed.notify_all()
-        await self._persist(instance)
+        await self._persist(instance, added_failures=failures)
 
     async def _top_up(self, template: AgentTemplate) -> None:
         """Create idle instances of ``template`` until the minimum is reached."""

@@ -7,10 +7,8 @@ agent loop does not); gRPC failures become ``LlmFailure`` with the spec's code.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import grpc
 
@@ -19,6 +17,7 @@ from codelab.v1 import llmproxy_pb2_grpc as pb_grpc
 from services.common.channels import error_code
 from services.common.errors import ErrorKind, ServiceError
 from services.orchestrator.store import StoredMessage
+from services.orchestrator.toolbox import ToolSpec
 
 RESTART_ATTEMPTS = 6
 _CODE_BY_STATUS = {
@@ -88,7 +87,7 @@ class LlmClient:
         session_id: str,
         messages: Sequence[StoredMessage],
         *,
-        tools: Sequence[dict[str, Any]] = (),
+        tools: Sequence[ToolSpec] = (),
         purpose: str = "turn",
         temperature: float | None = None,
         max_tokens: int | None = None,
@@ -101,9 +100,7 @@ class LlmClient:
             messages=[to_proto(m) for m in messages],
             tools=[
                 pb.ToolDefinition(
-                    name=t["name"],
-                    description=t.get("description", ""),
-                    parameters_json=json.dumps(t.get("parameters", {"type": "object"})),
+                    name=t.name, description=t.description, parameters_json=t.parameters_json
                 )
                 for t in tools
             ],

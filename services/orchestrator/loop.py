@@ -9,10 +9,12 @@ so a message arriving later (or at another process) resumes exactly where it sto
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
+from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from services.common.errors import ServiceError
 from services.orchestrator import events
@@ -27,12 +29,32 @@ from services.orchestrator.llm import LlmClient, ModelToolCall, TextPiece
 from services.orchestrator.local_tools import run_local_tool
 from services.orchestrator.mesh_clients import HitlClient
 from services.orchestrator.records import Records
-from services.orchestrator.store import SessionRow, SessionStore, StoredMessage
+from services.orchestrator.store import SessionRow, SessionStore, StoredMessage, TurnStart
 from services.orchestrator.system_tools import SystemTools
 from services.orchestrator.templates import ORCHESTRATOR, AgentRegistry, AgentTemplate
 from services.orchestrator.toolbox import Toolbox, schema_tokens
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def _log_unawaited(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("background write failed", extra={"fields": {"err": str(task.exception())}})
+
+
+@dataclass(frozen=True)
+class FirstStep:
+    """A turn's first model call, asked before the turn's writes are committed.
+
+    ``history`` already ends with the user's message; ``ready`` finishes when that
+    message and the agent switch are committed, and no event of the answer is sent
+    before it (the first token costs the larger of the two, not their sum).
+    """
+
+    template: AgentTemplate
+    history: list[StoredMessage]
+    ready: asyncio.Task[None]
 
 
 @dataclass
@@ -66,6 +88,11 @@ class AgentLoop:
         self.hitl = hitl
         self.budgets: dict[str, Budget] = {}
         self._parents: dict[str, tuple[str, str] | None] = {}
+        # Session rows read at a message's start (or first use), kept while it is handled:
+        # the owner is the only writer of what the loop reads from them.
+        self._rows: dict[str, SessionRow] = {}
+        self.starts: dict[str, TurnStart] = {}
+        self.histories: dict[str, asyncio.Task[list[StoredMessage]]] = {}
         # The status of the last `done` per session, for the session state machine.
         self.last_done: dict[str, str] = {}
         # Set by the plan runner: called when an agent finishes while a plan runs.
@@ -73,6 +100,14 @@ class AgentLoop:
         self.delegation = Delegation(self)
         self.records = Records(store.pool)
         self.system_tools = SystemTools(self)
+
+    @staticmethod
+    def background(work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """Run ``work`` beside the caller, who awaits it later; a failure nobody awaited
+        (the turn was cancelled meanwhile) is logged rather than lost."""
+        task = asyncio.create_task(work)
+        task.add_done_callback(_log_unawaited)
+        return task
 
     async def emit(self, sid: str, *items: Any) -> None:
         """Send events to the client of ``sid``: a delegated child's go to its parent's."""
@@ -82,14 +117,46 @@ class AgentLoop:
                 self.last_done[audience] = item.done.status
             await self.hub.emit(audience, item)
 
+    def post(self, audience: str, event: Any) -> None:
+        """Send an event to ``audience`` without waiting for its commit: the next ``emit``
+        (always a ``done`` at the latest) waits for both, in order."""
+        self.hub.post(audience, event)
+
     async def audience(self, sid: str) -> str:
         if sid not in self._parents:
             self._parents[sid] = await self.store.parent_of(sid)
         parent = self._parents[sid]
         return parent[0] if parent else sid
 
+    def begin(
+        self, sid: str, start: TurnStart, history: asyncio.Task[list[StoredMessage]] | None
+    ) -> None:
+        """A message of ``sid`` is being handled; ``start`` is what its turn read and
+        ``history`` the session's history as it was read beside it (for a user message)."""
+        self._rows[sid] = start.session
+        self._parents[sid] = start.parent
+        self.starts[sid] = start
+        if history is not None:
+            self.histories[sid] = history
+
+    def end(self, sid: str) -> None:
+        """The message is handled: forget what was read for it (delegates' rows too)."""
+        self.starts.pop(sid, None)
+        history = self.histories.pop(sid, None)
+        if history is not None:
+            history.cancel()
+        for key in [k for k in self._rows if k == sid or k.startswith(sid + ".")]:
+            del self._rows[key]  # a delegate's session id is "<parent>.<call id>"
+
+    async def session(self, sid: str) -> SessionRow:
+        """The session's row: read once per message, then kept up to date here."""
+        row = self._rows.get(sid)
+        if row is None:
+            row = self._rows[sid] = await self.store.get_session(sid)
+        return row
+
     async def current(self, sid: str) -> AgentTemplate:
-        session = await self.store.get_session(sid)
+        session = await self.session(sid)
         return self.agents.get(
             session.current_agent if self.agents.has(session.current_agent) else self.agents.entry
         )
@@ -103,33 +170,38 @@ class AgentLoop:
         method: str = "",
     ) -> None:
         """Make ``to_agent`` current: recorded, then announced."""
-        session = await self.store.get_session(sid)
+        session = await self.session(sid)
         if session.current_agent == to_agent:
             return
         self.agents.get(to_agent)
         await self.ledger.record_switch(
             sid, session.current_agent, to_agent, reason, confidence, method
         )
-        await self.emit(
-            sid, events.agent_switched(session.current_agent, to_agent, reason, confidence)
+        if sid in self._rows:
+            self._rows[sid] = dataclasses.replace(session, current_agent=to_agent)
+        self.post(
+            await self.audience(sid),
+            events.agent_switched(session.current_agent, to_agent, reason, confidence),
         )
 
-    async def advance(self, sid: str) -> None:
-        """Run the session until it waits for the IDE or a human, or the task ends."""
+    async def advance(self, sid: str, first: FirstStep | None = None) -> None:
+        """Run the session until it waits for the IDE or a human, or the task ends;
+        ``first``: a new turn's first model call (no call is open then)."""
         budget = self.budgets.setdefault(sid, Budget())
         try:
             while True:
-                call = await self.ledger.next_open(sid)
-                if call is not None:
-                    if call.state in ("awaiting_approval", "dispatched"):
-                        return
-                    if call.state in ("approved", "edited"):
-                        await self.dispatch(call, call.arguments, reason=call.reason)
-                        return
-                    if await self.process(call, budget):
-                        return
-                    continue
-                template = await self.current(sid)
+                if first is None:
+                    call = await self.ledger.next_open(sid)
+                    if call is not None:
+                        if call.state in ("awaiting_approval", "dispatched"):
+                            return
+                        if call.state in ("approved", "edited"):
+                            await self.dispatch(call, call.arguments, reason=call.reason)
+                            return
+                        if await self.process(call, budget):
+                            return
+                        continue
+                template = first.template if first else await self.current(sid)
                 if budget.iterations >= template.max_iterations:
                     await self.emit(
                         sid,
@@ -141,7 +213,8 @@ class AgentLoop:
                     )
                     return
                 budget.iterations += 1
-                answer = await self.model_step(sid, template)
+                answer = await self.model_step(sid, template, first)
+                first = None
                 if answer is None:
                     continue
                 if self.plans is not None and await self.plans.agent_finished(sid, answer):
@@ -157,16 +230,22 @@ class AgentLoop:
                 events.done("error"),
             )
 
-    async def model_step(self, sid: str, template: AgentTemplate) -> str | None:
+    async def model_step(
+        self, sid: str, template: AgentTemplate, first: FirstStep | None = None
+    ) -> str | None:
         """Ask the model; stream its text. Returns the answer, or None when it called tools."""
-        session = await self.store.get_session(sid)
-        history = await self.store.history(sid)
+        session = await self.session(sid)
+        history = first.history if first else await self.store.history(sid)
+        ready = first.ready if first else None
         query = next((m.content for m in reversed(history) if m.role == "user"), "")
         pinned = SCRATCH.get({}).get("pinned_tools", ())
         everything = await self.toolbox.offered(template)
         tools = await self.toolbox.for_step(template, everything, query, sid, tuple(pinned))
-        await self.store.add_tool_tokens(sid, schema_tokens(tools), schema_tokens(everything))
+        counted = self.background(
+            self.store.add_tool_tokens(sid, schema_tokens(tools), schema_tokens(everything))
+        )
         message_id = new_id("msg")
+        audience = await self.audience(sid)
         parts: list[str] = []
         calls: list[ModelToolCall] = []
 
@@ -177,16 +256,17 @@ class AgentLoop:
             async for output in self.llm.complete(
                 sid,
                 self.prompt(template, session, history),
-                tools=[t.as_function() for t in tools],
+                tools=tools,
                 temperature=template.temperature,
                 max_tokens=template.max_tokens,
                 model=template.model,
             ):
+                if ready is not None:  # nothing of the answer is seen before the turn's writes
+                    await asyncio.shield(ready)
+                    ready = None
                 if isinstance(output, TextPiece) and output.text:
                     parts.append(output.text)
-                    await self.emit(
-                        sid, events.assistant_token(output.text, template.name, message_id)
-                    )
+                    self.hub.token(audience, output.text, template.name, message_id)
                 elif isinstance(output, ModelToolCall):
                     calls.append(output)
         except asyncio.CancelledError:
@@ -203,8 +283,11 @@ class AgentLoop:
                     sid, StoredMessage("assistant", said(), name=template.name)
                 )
             raise
+        if ready is not None:
+            await asyncio.shield(ready)
+        await counted
         if parts:
-            await self.emit(sid, events.assistant_final(template.name, message_id))
+            self.post(audience, events.assistant_final(template.name, message_id))
         if not calls:
             await self.store.add_message(
                 sid, StoredMessage("assistant", said(), name=template.name)
@@ -404,7 +487,7 @@ class AgentLoop:
 
     async def finish(self, sid: str, template: AgentTemplate, answer: str = "") -> None:
         """The task is done: control returns to the orchestrator (or to the delegator)."""
-        if await self.store.parent_of(sid) is not None:
+        if await self.audience(sid) != sid:
             await self.delegation.finished(sid, answer)
             return
         if self.agents.multi_agent_mode and template.name != ORCHESTRATOR:

@@ -24,8 +24,8 @@ from services.orchestrator.inputs import Inputs
 from services.orchestrator.instances import InstancePool
 from services.orchestrator.mesh_clients import Expired, HitlClient
 from services.orchestrator.ownership import Ownership
-from services.orchestrator.session_states import InvalidTransition, SessionState, set_state
-from services.orchestrator.store import SessionRow, SessionStore
+from services.orchestrator.session_states import TERMINAL, SessionState, sources_of
+from services.orchestrator.store import SessionStore
 from services.orchestrator.templates import AgentRegistry
 
 log = logging.getLogger(__name__)
@@ -73,22 +73,28 @@ class Runtime:
     async def start(self) -> None:
         await self.ownership.start()
         self.ownership.on_inbox = lambda sid: self._spawn(self._drain(sid))
-        self.ownership.on_events = self.hub.nudge
+        self.ownership.on_events = self._nudge
         self._background = [
             asyncio.create_task(self._every(self.sweep_every, self._expire), name="expiry"),
             asyncio.create_task(self._every(2.0, self._take_over), name="takeover"),
             asyncio.create_task(self._every(3600.0, self._purge), name="retention"),
         ]
 
+    def _nudge(self, session_id: str, seq: int) -> None:
+        """Another replica committed events: wake this one's subscribers. The owner wrote
+        the session's events itself and delivered them already: its own notifications
+        would only make its subscribers re-read what they have."""
+        if session_id not in self.ownership.owned:
+            self.hub.nudge(session_id, seq)
+
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)
         self._background.append(task)
         task.add_done_callback(self._background.remove)
 
-    async def attach(self, session_id: str, user_id: str) -> SessionRow:
+    async def attach(self, session_id: str, user_id: str) -> None:
         """The session the stream binds to, created on first use."""
-        row, _ = await self.store.ensure_session(session_id, user_id, agent=self.agents.entry)
-        return row
+        await self.store.attach(session_id, user_id, self.agents.entry)
 
     async def submit(self, session_id: str, user_id: str, item: Item) -> None:
         """Deliver one message to the session's owner (this replica when it can be)."""
@@ -104,10 +110,10 @@ class Runtime:
         if not await self.ownership.acquire(sid):
             return False
         await self.hub.reset(sid)
-        session = await self.store.get_session(sid)
-        if session.turn_state == "running":
+        running = await self.store.turn_state(sid) == "running"
+        if running:
             await self.store.set_turn_state(sid, "idle")
-        if session.turn_state == "running" and await self.store.last_event_type(sid) != "done":
+        if running and await self.store.last_event_type(sid) != "done":
             # The previous owner died mid-turn (its last word was not `done`): say so; the
             # session goes on from its ledger.
             await self.hub.emit(
@@ -181,25 +187,43 @@ class Runtime:
                 await asyncio.shield(self.ownership.release(sid))
 
     async def _run_one(self, sid: str, user_id: str, item: Item) -> None:
-        await self.store.set_turn_state(sid, "running")
-        if self._starts_task(item):
-            await self._move(sid, SessionState.RESEARCHING)
-        session = await self.store.get_session(sid)
-        agent = (
-            session.current_agent if self.agents.has(session.current_agent) else (self.agents.entry)
+        research = SessionState.RESEARCHING
+        loop = self.inputs.loop
+        # A user message's first model call needs the history: read it beside the start.
+        is_user = isinstance(item, pb.ClientMessage) and item.HasField("user_message")
+        history = loop.background(self.store.history(sid)) if is_user else None
+        try:
+            start = await self.store.begin_turn(
+                sid,
+                research.value if self._starts_task(item) else None,
+                [state.value for state in sources_of(research)],
+            )
+        except BaseException:
+            if history is not None:
+                history.cancel()
+            raise
+        loop.begin(sid, start, history)
+        agent = start.session.current_agent
+        agent = agent if self.agents.has(agent) else self.agents.entry
+        try:
+            # A pooled instance serves the session while this message is handled; its
+            # scratch state is wiped when it goes back to the pool (no leaks between sessions).
+            async with self.instances.lease(agent, sid) as instance:
+                token = SCRATCH.set(instance.scratch)
+                try:
+                    await self._handle_in_task(sid, user_id, item)
+                finally:
+                    SCRATCH.reset(token)
+        finally:
+            loop.end(sid)
+        status = loop.last_done.pop(sid, "")
+        target = DONE_STATES.get(status)
+        await self.store.end_turn(
+            sid,
+            target.value if target else None,
+            [state.value for state in sources_of(target)] if target else [],
+            target in TERMINAL,
         )
-        # A pooled instance serves the session while this message is handled; its
-        # scratch state is wiped when it goes back to the pool (no leaks between sessions).
-        async with self.instances.lease(agent, sid) as instance:
-            token = SCRATCH.set(instance.scratch)
-            try:
-                await self._handle_in_task(sid, user_id, item)
-            finally:
-                SCRATCH.reset(token)
-        status = self.inputs.loop.last_done.pop(sid, "")
-        if status in DONE_STATES:
-            await self._move(sid, DONE_STATES[status])
-        await self.store.set_turn_state(sid, "idle")
 
     @staticmethod
     def _starts_task(item: Item) -> bool:
@@ -209,12 +233,6 @@ class Runtime:
         return kind == "user_message" or (
             kind == "switch_agent" and bool(item.switch_agent.content.strip())
         )
-
-    async def _move(self, sid: str, state: SessionState) -> None:
-        try:
-            await set_state(self.store.pool, sid, state)
-        except InvalidTransition as error:
-            log.debug("state unchanged", extra={"fields": {"err": error.message}})
 
     async def _handle_in_task(self, sid: str, user_id: str, item: Item) -> None:
         task = asyncio.create_task(self._handle(sid, user_id, item))

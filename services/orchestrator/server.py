@@ -7,7 +7,6 @@ from typing import cast
 from grpc import aio
 
 from codelab.v1 import admin_pb2_grpc, hitl_pb2_grpc, llmproxy_pb2_grpc, toolsearch_pb2_grpc
-from codelab.v1 import runtime_pb2_grpc as pb_grpc
 from services.common import db
 from services.common.channels import internal_channel
 from services.common.probes import health_probe
@@ -31,7 +30,11 @@ from services.orchestrator.mesh_clients import (
 from services.orchestrator.ownership import Ownership
 from services.orchestrator.plans import PlanRunner
 from services.orchestrator.runtime import Runtime
-from services.orchestrator.servicer import SERVICE_NAME, AgentRuntimeServicer
+from services.orchestrator.servicer import (
+    SERVICE_NAME,
+    AgentRuntimeServicer,
+    add_runtime_servicer,
+)
 from services.orchestrator.store import SQL_DIR, SessionStore
 from services.orchestrator.templates import AgentRegistry, install_templates
 from services.orchestrator.toolbox import Toolbox
@@ -95,7 +98,7 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
     )
 
     def register(server: aio.Server) -> None:
-        pb_grpc.add_AgentRuntimeServicer_to_server(servicer, server)
+        add_runtime_servicer(servicer, server)
         admin_pb2_grpc.add_AgentAdminServicer_to_server(admin, server)
 
     async def database_answers() -> bool:
@@ -115,6 +118,7 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
     for channel in channels.values():
         server.on_stop.append(channel.close)
     server.on_stop.append(instances.close)
+    server.on_stop.append(hub.close)
     server.on_stop.append(runtime.close)
     return server, port
 

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import grpc
 from grpc import aio
 
 from codelab.v1 import common_pb2 as common
@@ -29,6 +30,71 @@ from services.orchestrator.templates import AgentRegistry, AgentTemplate
 BUSY_POLICIES = frozenset({"", "enqueue", "reject", "interrupt"})
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["AgentRuntime"].full_name
 ATTACH_TIMEOUT = 30.0
+
+
+PACK_BYTES = 1 << 20
+_THEN = b"\xf2\x01"  # field 30 (ServerEvent.then), length-delimited
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, value = value & 0x7F, value >> 7
+        if not value:
+            out.append(low)
+            return bytes(out)
+        out.append(low | 0x80)
+
+
+def pack_events(events: list[bytes]) -> list[bytes]:
+    """Serialized events -> as few serialized ServerEvent messages as fit ``PACK_BYTES``:
+    the first of each message carries the others in ``then`` (appending an encoded
+    repeated field to an encoded message is valid protobuf, so nothing is re-encoded)."""
+    messages: list[bytes] = []
+    head: bytes | None = None
+    rest: list[bytes] = []
+    size = 0
+    for event in events:
+        if head is not None and size + len(event) > PACK_BYTES:
+            messages.append(head + b"".join(rest))
+            head = None
+        if head is None:
+            head, rest, size = event, [], len(event)
+            continue
+        rest.append(_THEN + _varint(len(event)) + event)
+        size += len(event)
+    if head is not None:
+        messages.append(head + b"".join(rest))
+    return messages
+
+
+def _serialized(message: bytes | common.ServerEvent) -> bytes:
+    return message if isinstance(message, bytes) else message.SerializeToString()
+
+
+class _Registrations:
+    """Stands in for a server to catch the handlers the generated code would register."""
+
+    handlers: dict[str, grpc.RpcMethodHandler]
+
+    def add_generic_rpc_handlers(self, handlers: object) -> None:
+        return None
+
+    def add_registered_method_handlers(
+        self, name: str, handlers: dict[str, grpc.RpcMethodHandler]
+    ) -> None:
+        self.handlers = handlers
+
+
+def add_runtime_servicer(servicer: AgentRuntimeServicer, server: aio.Server) -> None:
+    """The generated registration, except that Stream sends events already serialized
+    (they were serialized once, to be committed): no decode and re-encode per client."""
+    caught = _Registrations()
+    pb_grpc.add_AgentRuntimeServicer_to_server(servicer, caught)
+    handlers = dict(caught.handlers)
+    handlers["Stream"] = handlers["Stream"]._replace(response_serializer=_serialized)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+    server.add_registered_method_handlers(SERVICE_NAME, handlers)
 
 
 def session_to_proto(row: SessionRow) -> pb.Session:
@@ -88,8 +154,9 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
 
             reader = asyncio.create_task(read(), name=f"stream-reader:{sid}")
             try:
-                async for event in subscription:
-                    yield event
+                async for ready in subscription:
+                    for message in pack_events(ready):
+                        yield message  # type: ignore[misc]  # serialized (see add_runtime_servicer)
             finally:
                 subscription.close()
                 reader.cancel()

@@ -40,6 +40,17 @@ class SessionRow:
 
 
 @dataclass(frozen=True)
+class TurnStart:
+    """What ``begin_turn`` read: the session, and whether earlier work is still open."""
+
+    session: SessionRow
+    open_calls: bool
+    running_plan: bool
+    parent: tuple[str, str] | None
+    """(parent session, parent call) of a delegate's session."""
+
+
+@dataclass(frozen=True)
 class StoredMessage:
     """One entry of the LLM history."""
 
@@ -93,6 +104,18 @@ class SessionStore:
         row = await self.get_session(session_id, user_id)
         return row, created is not None
 
+    async def attach(self, session_id: str, user_id: str, agent: str) -> None:
+        """Create the session when missing; another user's (or a deleted) one: not found."""
+        async with db_errors("create session", "DB_WRITE_ERROR"):
+            row = await self.pool.fetchrow(QUERIES["attach_session"], session_id, user_id, agent)
+        if row is None or row["deleted_at"] is not None or (user_id and row["user_id"] != user_id):
+            raise SessionNotFound(f"Session not found: {session_id}", session_id=session_id)
+
+    async def turn_state(self, session_id: str) -> str | None:
+        async with db_errors("read session", "DB_READ_ERROR"):
+            state: str | None = await self.pool.fetchval(QUERIES["turn_state"], session_id)
+        return state
+
     async def get_session(self, session_id: str, user_id: str = "") -> SessionRow:
         async with db_errors("read session", "DB_READ_ERROR"):
             row = await self.pool.fetchrow(QUERIES["get_session"], session_id)
@@ -122,23 +145,24 @@ class SessionStore:
             rows = await self.pool.fetch(QUERIES["history"], session_id)
         return [StoredMessage(**dict(r)) for r in rows]
 
-    async def last_seq(self, session_id: str) -> int:
+    async def last_seqs(self, session_ids: Sequence[str]) -> dict[str, int]:
+        """The last committed seq of each session (0 for one without events)."""
         async with db_errors("read events", "DB_READ_ERROR"):
-            value = await self.pool.fetchval(QUERIES["last_seq"], session_id)
-        return int(value)
+            rows = await self.pool.fetch(QUERIES["last_seqs"], list(session_ids))
+        found = {r["session_id"]: int(r["seq"]) for r in rows}
+        return {sid: found.get(sid, 0) for sid in session_ids}
 
     async def append_events(
-        self, session_id: str, events: Sequence[tuple[int, str, bytes]]
+        self,
+        session_ids: Sequence[str],
+        seqs: Sequence[int],
+        kinds: Sequence[str],
+        events: Sequence[bytes],
     ) -> None:
-        """Commit (seq, type, serialized event) rows in one statement."""
+        """Commit (session, seq, type, serialized event) rows of any sessions in one
+        statement; replicas watching those sessions are notified at commit."""
         async with db_errors("save events", "DB_WRITE_ERROR"):
-            await self.pool.execute(
-                QUERIES["append_events"],
-                session_id,
-                [e[0] for e in events],
-                [e[1] for e in events],
-                [e[2] for e in events],
-            )
+            await self.pool.execute(QUERIES["append_events"], session_ids, seqs, kinds, events)
 
     async def events_after(
         self, session_id: str, after: int, limit: int = 1000
@@ -158,6 +182,34 @@ class SessionStore:
             totals = await self.pool.fetchrow(QUERIES["event_stats"])
             by_type = await self.pool.fetch(QUERIES["events_by_type"])
         return dict(totals or {}), {r["type"]: r["n"] for r in by_type}
+
+    async def begin_turn(
+        self, session_id: str, move_to: str | None, sources: Sequence[str]
+    ) -> TurnStart:
+        """Mark the turn running (and move the session to ``move_to`` when one of
+        ``sources`` allows it), reading what the turn needs, in one round trip."""
+        async with db_errors("start turn", "DB_WRITE_ERROR"):
+            row = await self.pool.fetchrow(
+                QUERIES["begin_turn"], session_id, move_to is not None, move_to, list(sources)
+            )
+        if row is None or row["deleted_at"] is not None:
+            raise SessionNotFound(f"Session not found: {session_id}", session_id=session_id)
+        parent = row["parent_session_id"]
+        return TurnStart(
+            _session(row),
+            row["open_calls"],
+            row["running_plan"],
+            (parent, row["parent_call_id"]) if parent else None,
+        )
+
+    async def end_turn(
+        self, session_id: str, move_to: str | None, sources: Sequence[str], terminal: bool
+    ) -> None:
+        """Mark the turn idle, moving the session to ``move_to`` when ``sources`` allow."""
+        async with db_errors("end turn", "DB_WRITE_ERROR"):
+            await self.pool.execute(
+                QUERIES["end_turn"], session_id, move_to, list(sources), terminal
+            )
 
     async def set_turn_state(self, session_id: str, state: str) -> None:
         async with db_errors("save turn state", "DB_WRITE_ERROR"):

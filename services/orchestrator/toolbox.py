@@ -7,6 +7,7 @@ capability, offered only to templates that may hand over, with their targets as 
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -31,6 +32,16 @@ class ToolSpec:
 
     def as_function(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    @functools.cached_property
+    def parameters_json(self) -> str:
+        """The schema as sent to the model (encoded once per spec, not per model call)."""
+        return json.dumps(self.parameters)
+
+    @functools.cached_property
+    def schema_chars(self) -> int:
+        """Length of the function definition as JSON, for ``schema_tokens``."""
+        return len(json.dumps(self.as_function()))
 
 
 def switch_agent_spec(targets: Sequence[str]) -> ToolSpec:
@@ -92,7 +103,7 @@ def tool_search_spec() -> ToolSpec:
 
 def schema_tokens(tools: Sequence[ToolSpec]) -> int:
     """Roughly what the tools' schemas cost in the prompt (4 characters a token)."""
-    return sum(len(json.dumps(t.as_function())) for t in tools) // 4
+    return sum(t.schema_chars for t in tools) // 4
 
 
 CatalogLoader = Callable[[], Awaitable[list[ToolSpec]]]

@@ -8,6 +8,7 @@ of streamed deltas.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 import re
@@ -47,7 +48,10 @@ def new_call_id() -> str:
     return "call_" + _random_suffix(24)
 
 
+@functools.lru_cache(maxsize=65536)
 def count_tokens(text: str) -> int:
+    """Deterministic rough tokens; remembered per text, as a history is sent again with
+    every call (what prefix caching does for a real model)."""
     return len(_TOKEN_RE.findall(text))
 
 
@@ -274,13 +278,22 @@ class EventStream(StreamingResponse):
         )
 
     async def _paced(self) -> AsyncIterator[bytes]:
-        for position, chunk in enumerate(self._chunks):
-            if self._cut_after is not None and position >= self._cut_after:
-                return
+        chunks = self._chunks[: self._cut_after]
+        finished = len(chunks) == len(self._chunks)
+        for position, chunk in enumerate(chunks):
             if position > 0:
                 await asyncio.sleep(self._first_delay if position == 1 else self._delay)
+            if position > 0 and not self._delay:
+                # No pace: the rest of the answer goes in one write, as an upstream that
+                # generates faster than the network sends would deliver it.
+                rest = [sse_event(c) for c in chunks[position:]]
+                if finished:
+                    rest.append(sse_event("[DONE]"))
+                yield b"".join(rest)
+                return
             yield sse_event(chunk)
-        yield sse_event("[DONE]")
+        if finished:
+            yield sse_event("[DONE]")
 
     async def stream_response(self, send: Send) -> None:
         await send(

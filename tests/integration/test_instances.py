@@ -69,6 +69,7 @@ async def test_sessions_in_sequence_reuse_one_instance_and_share_nothing(
         assert first.state is InstanceState.BUSY and first.session_id == "s-one"
         first.scratch.update(history=["secret of s-one"], budget={"iterations": 7})
         first.on_reset(lambda: closed.append("s-one cache"))
+        await instances.settled()  # the row is written beside the lease
         assert (await states(pool, "coder"))[first.instance_id] == "BUSY"
         with pytest.raises(TypeError):
             first.clients["session"] = "s-one"  # type: ignore[index]

@@ -4,6 +4,23 @@ values ($1, $2, $3, $4, $5)
 on conflict (session_id) do nothing
 returning session_id;
 
+-- name: attach_session
+-- The session a stream binds to, created on first use, in one round trip: its owner
+-- and whether it is deleted (nothing counted: attaching must stay cheap).
+with created as (
+    insert into orchestrator.sessions (session_id, user_id, current_agent)
+    values ($1, $2, $3)
+    on conflict (session_id) do nothing
+    returning user_id, deleted_at
+)
+select user_id, deleted_at from created
+union all
+select user_id, deleted_at from orchestrator.sessions
+where session_id = $1 and not exists (select 1 from created);
+
+-- name: turn_state
+select turn_state from orchestrator.sessions where session_id = $1;
+
 -- name: get_session
 select s.session_id, s.user_id, s.title, s.system_prompt, s.current_agent,
        s.created_at, s.last_activity, s.deleted_at, s.switch_count, s.last_switch_at,
@@ -40,17 +57,22 @@ from orchestrator.messages
 where session_id = $1
 order by id;
 
--- name: last_seq
-select coalesce(max(seq), 0) from orchestrator.events where session_id = $1;
+-- name: last_seqs
+select session_id, max(seq) as seq from orchestrator.events
+where session_id = any($1::text[])
+group by session_id;
 
 -- name: append_events
--- The notification reaches replicas whose clients watch this session (sent at commit).
+-- Rows of any sessions in one statement (the group commit); one notification per session
+-- reaches the replicas whose clients watch it (sent at commit).
 with appended as (
     insert into orchestrator.events (session_id, seq, type, event)
-    select $1, unnest($2::bigint[]), unnest($3::text[]), unnest($4::bytea[])
-    returning seq
+    select * from unnest($1::text[], $2::bigint[], $3::text[], $4::bytea[])
+    returning session_id, seq
 )
-select pg_notify('codelab_events', $1 || ' ' || max(seq)) from appended;
+select pg_notify('codelab_events', session_id || ' ' || max(seq))
+from appended
+group by session_id;
 
 -- name: events_after
 select seq, event from orchestrator.events
@@ -264,3 +286,51 @@ where session_id = $1 order by id;
 select execution_id, agent, tool_name, state, started_at, finished_at
 from orchestrator.tool_executions
 where session_id = $1 order by started_at;
+
+-- name: begin_turn
+-- A message starts being handled, in one round trip: the turn is running; when the message
+-- starts a task ($2) the session moves to $3 (RESEARCHING) if its state is one of $4 (the
+-- state machine's sources); and what the turn needs: the session row, whether tool calls
+-- (its own or a delegate's) are still open, whether a plan is running.
+with previous as (
+    select session_id, state from orchestrator.sessions where session_id = $1 for update
+), moved as (
+    update orchestrator.sessions s
+    set turn_state = 'running',
+        state = case when $2 and previous.state = any($4::text[]) then $3 else s.state end,
+        started_at = case when $2 and previous.state = any($4::text[])
+                          then coalesce(s.started_at, now()) else s.started_at end,
+        finished_at = case when $2 and previous.state = any($4::text[]) then null
+                           else s.finished_at end
+    from previous
+    where s.session_id = previous.session_id
+    returning s.*
+)
+select m.session_id, m.user_id, m.title, m.system_prompt, m.current_agent,
+       m.created_at, m.last_activity, m.deleted_at, m.switch_count, m.last_switch_at,
+       m.busy_policy, m.turn_state, m.tool_tokens_offered, m.tool_tokens_all,
+       0 as message_count, m.parent_session_id, m.parent_call_id,
+       exists (
+           select 1 from orchestrator.tool_calls c
+           where (c.session_id = m.session_id or c.session_id in (
+                      select k.session_id from orchestrator.sessions k
+                      where k.parent_session_id = m.session_id))
+             and c.state not in ('completed', 'failed', 'cancelled', 'rejected', 'expired')
+       ) as open_calls,
+       exists (
+           select 1 from orchestrator.plans p
+           where p.session_id = m.session_id and p.status = 'running'
+       ) as running_plan
+from moved m;
+
+-- name: end_turn
+-- The message is handled: the turn is idle, and the session moves to $2 when it may come
+-- from its current state ($3 lists the sources; null: no move). $4: the target is terminal.
+update orchestrator.sessions s
+set turn_state = 'idle',
+    state = case when $2::text is not null and s.state = any($3::text[]) then $2 else s.state end,
+    finished_at = case when $2::text is null or not (s.state = any($3::text[])) then s.finished_at
+                       when not $4::bool then null
+                       when s.state = $2 then s.finished_at
+                       else now() end
+where s.session_id = $1;
