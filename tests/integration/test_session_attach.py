@@ -1,0 +1,40 @@
+"""Attaching to a session creates it on first use, also when two replicas attach at once."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import pytest
+from asyncpg import Pool
+
+from services.orchestrator.errors import SessionNotFound
+from services.orchestrator.store import SessionStore
+
+
+async def test_an_attach_waiting_on_a_concurrent_creation_sees_the_session(
+    pool: Pool, database_url: str
+) -> None:
+    other = await asyncpg.connect(database_url)
+    try:
+        # Another replica is creating the session and has not committed yet.
+        creating = other.transaction()
+        await creating.start()
+        await other.execute(
+            "insert into orchestrator.sessions (session_id, user_id, current_agent) "
+            "values ('raced', 'u1', 'orchestrator')"
+        )
+        attach = asyncio.create_task(SessionStore(pool).attach("raced", "u1", "orchestrator"))
+        await asyncio.sleep(0.2)  # the attach's insert now waits on the row lock
+        assert not attach.done()
+        await creating.commit()
+        await asyncio.wait_for(attach, 10)  # no SessionNotFound: the row is seen
+    finally:
+        await other.close()
+
+
+async def test_attaching_to_another_users_session_is_not_found(pool: Pool) -> None:
+    store = SessionStore(pool)
+    await store.attach("mine", "u1", "orchestrator")
+    with pytest.raises(SessionNotFound):
+        await store.attach("mine", "u2", "orchestrator")
