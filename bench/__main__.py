@@ -28,9 +28,10 @@ from bench.upstream import Upstream
 HERE = Path(__file__).resolve().parent
 FULL: dict[str, Any] = {
     "token_delay_ms": 5,
-    "tokens": 30,
+    "tokens": 200,
     "ttft_samples": 100,
-    "stream_levels": [1, 10, 100, 1000],
+    "stream_levels": [1, 10, 100],
+    "paced": (100, 50.0, 100),
     "concurrency": [100, 500, 1000],
     "persist_sessions": 50,
     "persist_tokens": 100,
@@ -44,6 +45,7 @@ QUICK: dict[str, Any] = {
     **FULL,
     "ttft_samples": 10,
     "stream_levels": [1, 10],
+    "paced": (10, 50.0, 20),
     "concurrency": [10, 20],
     "persist_sessions": 5,
     "persist_tokens": 30,
@@ -158,7 +160,7 @@ async def run(k: dict[str, Any]) -> tuple[list[Figure], dict[str, float], dict[s
             await sections.run(
                 "streaming throughput",
                 lambda: throughput.measure(
-                    gateway, upstream, processes, k["stream_levels"], k["tokens"], pace
+                    gateway, upstream, processes, k["stream_levels"], k["tokens"], k["paced"]
                 ),
             )
             await sections.run(
@@ -197,7 +199,8 @@ async def main(argv: list[str] | None = None) -> int:
     settings = {
         "SCRIPTED_MODEL_TOKEN_DELAY_MS": k["token_delay_ms"],
         "MULTI_AGENT_MODE": "true (one TTFT row: false)" if k["single_agent_mesh"] else "true",
-        "answer tokens": k["tokens"],
+        "unpaced answer tokens": k["tokens"],
+        "paced sessions, tokens/s, tokens": k["paced"],
         "TTFT samples/path": k["ttft_samples"],
         "profile": "quick" if args.quick else "full",
         "wall s": round(time.perf_counter() - started),

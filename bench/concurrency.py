@@ -45,6 +45,7 @@ async def measure(
 ) -> list[Figure]:
     """Errors, turn latency and memory per session for each level of live sessions."""
     figures: list[Figure] = []
+    medians: dict[int, float] = {}
     for sessions in levels:
         ids = [f"conc-{sessions}-{i}" for i in range(sessions)]
         await upstream.enqueue([tool_scenario(sid) for sid in ids])
@@ -62,6 +63,7 @@ async def measure(
                 await close_many(sockets)
         errors = refused + [t.error for t in turns if t.error]
         latency = spread([t.seconds * 1000 for t in turns if not t.error])
+        medians[sessions] = latency["p50"]
         per_session = {
             name: (memory.peak[name] - start.get(name, 0)) / sessions
             for name in memory.peak
@@ -75,6 +77,7 @@ async def measure(
                 f"{len(errors)} of {sessions:,} turns{first_error(errors)}",
                 "errors",
                 {"errors": len(errors), "first": errors[:3]},
+                "0",
             ),
             Figure(
                 SECTION,
@@ -91,4 +94,22 @@ async def measure(
                 {"kib_per_session": per_session, "start_kib": dict(start), "peak_kib": memory.peak},
             ),
         ]
-    return figures
+    return figures + _growth(medians)
+
+
+def _growth(medians: Mapping[int, float]) -> list[Figure]:
+    """Turn p50 at the largest level over the smallest: how latency grows with sessions."""
+    if len(medians) < 2:
+        return []
+    low, high = min(medians), max(medians)
+    ratio = medians[high] / medians[low] if medians[low] else float("nan")
+    return [
+        Figure(
+            SECTION,
+            f"turn p50 at {high:,} live sessions over {low:,}",
+            f"{num(ratio, 2)}x",
+            "ratio",
+            {"low": low, "high": high, "p50_low_ms": medians[low], "p50_high_ms": medians[high]},
+            "<= 2x (1,000 over 100)",
+        )
+    ]

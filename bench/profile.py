@@ -21,7 +21,8 @@ from pathlib import Path
 
 from bench.mesh import PGDATA, embedded_server, raise_open_file_limit, running_mesh
 from bench.procs import cpu_delta, mesh_processes, snapshot
-from bench.sessions import close_many, open_many, streamed_turn
+from bench.concurrency import tool_scenario
+from bench.sessions import Turn, close_many, open_many, streamed_turn, tool_turn
 from bench.upstream import Upstream, words
 
 HERE = Path(__file__).resolve().parent
@@ -39,6 +40,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--top", type=int, default=25, help="functions listed per process")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument("--no-spy", action="store_true", help="CPU figures only, no sampling")
+    parser.add_argument(
+        "--tool", action="store_true", help="turns with a tool round trip instead of streaming"
+    )
     return parser.parse_args(argv)
 
 
@@ -86,15 +90,25 @@ async def record(pid: int, seconds: float, out: Path) -> asyncio.subprocess.Proc
     )
 
 
-async def drive(gateway: str, sessions: int, until: float) -> tuple[int, int, int]:
-    """Streamed turns on ``sessions`` sockets until ``until``; (turns, tokens, events)."""
+async def drive(
+    gateway: str, sessions: int, until: float, upstream: Upstream | None = None
+) -> tuple[int, int, int]:
+    """Turns on ``sessions`` sockets until ``until``; (turns, tokens, events). With an
+    ``upstream``, each turn is a tool round trip queued on it; else a streamed answer."""
     sockets, _ = await open_many(gateway, [f"profile-{i}" for i in range(sessions)])
     turns = tokens = events = 0
+
+    async def take(index: int) -> Turn:
+        if upstream is None:
+            return await streamed_turn(sockets[index], f"{MARKER} {turns}", "coder")
+        key = f"{sockets[index].session_id}-{time.monotonic_ns()}"
+        await upstream.enqueue([tool_scenario(key)])
+        return await tool_turn(sockets[index], f"{MARKER} [{key}] read main.py")
 
     async def one(index: int) -> None:
         nonlocal turns, tokens, events
         while time.monotonic() < until:
-            turn = await streamed_turn(sockets[index], f"{MARKER} {turns}", "coder")
+            turn = await take(index)
             turns += 1
             tokens += turn.tokens
             events += turn.events
@@ -122,7 +136,8 @@ async def main(argv: list[str] | None = None) -> int:
             "repeat": True,
         }
         await upstream.enqueue([scenario])
-        await drive(mesh.gateway, args.sessions, time.monotonic() + 2)  # warm up
+        tools = upstream if args.tool else None
+        await drive(mesh.gateway, args.sessions, time.monotonic() + 2, tools)  # warm up
         processes = mesh_processes(mesh.process.pid, PGDATA)
         targets = {n: pids[0] for n, pids in processes.items() if n not in SKIP}
         files = {n: args.out / f"profile-{n}.txt" for n in targets}
@@ -133,16 +148,17 @@ async def main(argv: list[str] | None = None) -> int:
         )
         before = snapshot(processes)
         turns, tokens, events = await drive(
-            mesh.gateway, args.sessions, time.monotonic() + args.seconds
+            mesh.gateway, args.sessions, time.monotonic() + args.seconds, tools
         )
         spent = cpu_delta(before, snapshot(processes))
         for recorder in recorders:
             await recorder.wait()
         await upstream.close()
     print(f"{turns} turns, {tokens} tokens in {events} events, {args.seconds:g} s")
-    print(f"{tokens / args.seconds:.0f} tokens/s; CPU s per 1k tokens (py-spy included):")
+    unit, count = ("turns", turns) if args.tool else ("tokens", tokens)
+    print(f"{count / args.seconds:.0f} {unit}/s; CPU s per 1k {unit} (py-spy included):")
     for name, cpu in sorted(spent.items()):
-        print(f"  {name:15} {cpu / max(tokens, 1) * 1000:.3f}")
+        print(f"  {name:15} {cpu / max(count, 1) * 1000:.3f}")
     for name, path in files.items() if not args.no_spy else ():
         print(f"\n== {name}")
         print(summarise(path, args.top) if path.exists() else "  (py-spy wrote nothing)")

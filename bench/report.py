@@ -22,7 +22,8 @@ from typing import Any
 class Figure:
     """One row of the table: what was measured, the value as printed, and its unit.
 
-    ``data`` keeps the raw numbers for the JSON file (percentiles, counts, per process).
+    ``data`` keeps the raw numbers for the JSON file (percentiles, counts, per process);
+    ``target`` is what the figure should reach, printed beside it (never checked).
     """
 
     section: str
@@ -30,6 +31,7 @@ class Figure:
     value: str
     unit: str
     data: dict[str, Any] = field(default_factory=dict)
+    target: str = ""
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -99,12 +101,12 @@ def machine_line(info: dict[str, str]) -> str:
 
 def table(figures: Sequence[Figure]) -> str:
     """A Markdown table, one row per figure, the section named once."""
-    rows = [("Section", "Figure", "Value", "Unit")]
+    rows = [("Section", "Figure", "Value", "Unit", "Target")]
     last = ""
     for figure in figures:
         rows.append((figure.section if figure.section != last else "", *_row(figure)))
         last = figure.section
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
 
     def line(cells: Sequence[str]) -> str:
         return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
@@ -114,8 +116,8 @@ def table(figures: Sequence[Figure]) -> str:
     return "\n".join(out)
 
 
-def _row(figure: Figure) -> tuple[str, str, str]:
-    return figure.name, figure.value, figure.unit
+def _row(figure: Figure) -> tuple[str, str, str, str]:
+    return figure.name, figure.value, figure.unit, figure.target
 
 
 def _setting(key: str, value: Any) -> str:

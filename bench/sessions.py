@@ -34,6 +34,7 @@ class Turn:
     events: int = 0
     """``assistant_message`` token events received."""
     first_token_s: float | None = None
+    last_token_s: float | None = None
     seconds: float = 0.0
     error: str | None = None
 
@@ -67,8 +68,10 @@ async def streamed_turn(ide: IdeConnection, content: str, agent_type: str | None
             while True:
                 event = await ide.next_event(None)
                 events.append(event)
-                if turn.first_token_s is None and _is_token(event):
-                    turn.first_token_s = time.perf_counter() - started
+                if _is_token(event):
+                    turn.last_token_s = time.perf_counter() - started
+                    if turn.first_token_s is None:
+                        turn.first_token_s = turn.last_token_s
                 if event.get("type") == "done":
                     break
         turn.tokens, turn.events = _words(events)
@@ -77,6 +80,14 @@ async def streamed_turn(ide: IdeConnection, content: str, agent_type: str | None
         turn.error = f"{type(failure).__name__}: {failure}"
     turn.seconds = time.perf_counter() - started
     return turn
+
+
+def pace(tokens: int, first_s: float | None, last_s: float | None) -> float | None:
+    """Tokens per second between the first token and the last (None under two tokens):
+    the streaming rate, apart from the fixed cost of starting and ending a turn."""
+    if first_s is None or last_s is None or tokens < 2 or last_s <= first_s:
+        return None
+    return (tokens - 1) / (last_s - first_s)
 
 
 async def tool_turn(ide: IdeConnection, content: str) -> Turn:

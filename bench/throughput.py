@@ -1,10 +1,12 @@
-"""Streaming throughput: tokens per second for one session and for many at once, and what
-each service spends in CPU per 1,000 tokens.
+"""Streaming throughput: tokens per second for one session and for many at once, the pace
+kept when the upstream is paced, and what each process spends in CPU per 1,000 tokens.
 
 Each session asks the coder directly (``agent_type``: no routing call) for an answer of
-``tokens`` words streamed at the configured pace; a token is one ``assistant_message``
-event received over the WebSocket. The direct stream from the same upstream at the same
-pace is the ceiling a single session could reach.
+``tokens`` words. Unpaced, the upstream sends as fast as it can, so the figure is the
+mesh's own ceiling; paced, every session's upstream sends ``paced_rate`` tokens/s and the
+figure is the share of that pace the IDE still sees. Tokens are words received (the
+runtime may join several into one event). CPU is counted over the unpaced levels only:
+a paced run spends most of its time waiting.
 """
 
 from __future__ import annotations
@@ -13,20 +15,136 @@ import asyncio
 import statistics
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from bench.procs import cpu_delta, snapshot
-from bench.report import Figure, first_error, num
-from bench.sessions import close_many, open_many, streamed_turn
+from bench.report import Figure, first_error, num, percentile
+from bench.sessions import Turn, close_many, open_many, pace, streamed_turn
 from bench.upstream import MODEL, Upstream, stream_tokens, words
 
 SECTION = "Streaming throughput"
-MARKER = "bench-stream"
+UNPACED = "bench-stream"
+PACED = "bench-paced"
+# Not the runtime: the model it is fed by, and the bench itself.
+OUTSIDE = ("scripted_model", "bench client")
+ONE_SESSION_TARGET = ">= 5,000 tokens/s"
+AGGREGATE_TARGET = ">= 10,000 tokens/s at 100 sessions"
+PACE_TARGET = ">= 95 % at 100 sessions"
+CPU_TARGET = "<= 0.15 s (mesh total)"
+
+
+@dataclass
+class Level:
+    """One level's turns over ``wall`` seconds, and why sockets failed to open."""
+
+    turns: list[Turn]
+    refused: list[str]
+    wall: float
+    cpu: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def tokens(self) -> int:
+        return sum(t.tokens for t in self.turns)
+
+    @property
+    def failures(self) -> list[str]:
+        return [*self.refused, *(t.error for t in self.turns if t.error)]
+
+
+async def run_level(
+    gateway: str, processes: Mapping[str, list[int]], sessions: int, marker: str
+) -> Level:
+    """``sessions`` sockets, one streamed turn each, all at once."""
+    ids = [f"{marker}-{sessions}-{i}-{time.monotonic_ns()}" for i in range(sessions)]
+    sockets, refused = await open_many(gateway, ids)
+    try:
+        before = snapshot(processes)
+        started = time.perf_counter()
+        turns = await asyncio.gather(
+            *(streamed_turn(ide, f"{marker} {i}", "coder") for i, ide in enumerate(sockets))
+        )
+        wall = time.perf_counter() - started
+        after = snapshot(processes)
+    finally:
+        await close_many(sockets)
+    return Level(list(turns), refused, wall, cpu_delta(before, after))
+
+
+def _errors(level: Level) -> str:
+    failures = level.failures
+    return f", {len(failures)} errors{first_error(failures)}" if failures else ""
 
 
 def _level_name(sessions: int) -> str:
     if sessions == 1:
-        return "1 session"
-    return f"{sessions:,} concurrent sessions, aggregate"
+        return "1 session, unpaced upstream"
+    return f"{sessions:,} concurrent sessions, unpaced upstream, aggregate"
+
+
+def _unpaced_figure(sessions: int, level: Level) -> Figure:
+    per_session = [t.tokens / t.seconds for t in level.turns if t.seconds > 0]
+    value = num(level.tokens / level.wall, 0)
+    if sessions > 1 and per_session:
+        value += f" (per session p50 {num(statistics.median(per_session), 0)})"
+    events = sum(t.events for t in level.turns)
+    data = {
+        "sessions": sessions,
+        "tokens": level.tokens,
+        "token_events": events,
+        "seconds": level.wall,
+        "errors": len(level.failures),
+        "first_errors": level.failures[:3],
+    }
+    target = ONE_SESSION_TARGET if sessions == 1 else AGGREGATE_TARGET
+    return Figure(SECTION, _level_name(sessions), value + _errors(level), "tokens/s", data, target)
+
+
+def _paced_figure(sessions: int, rate: float, direct_rate: float, level: Level) -> Figure:
+    """The pace each session kept from its first token to its last, as a share of the
+    direct stream's (p50 and the worst 5 %); time to first token is measured apart."""
+    rates = (pace(t.tokens, t.first_token_s, t.last_token_s) for t in level.turns)
+    kept = [r / direct_rate * 100 for r in rates if r is not None]
+    p50, p5 = percentile(kept, 50), percentile(kept, 5)
+    value = f"p50 {num(p50)} · p5 {num(p5)}" + _errors(level)
+    data = {
+        "sessions": sessions,
+        "pace_tokens_per_s": rate,
+        "direct_tokens_per_s": direct_rate,
+        "kept_p50": p50,
+        "kept_p5": p5,
+        "aggregate_tokens_per_s": level.tokens / level.wall,
+        "errors": len(level.failures),
+    }
+    name = f"{sessions:,} sessions at a paced {num(rate, 0)} tokens/s each: pace kept"
+    return Figure(SECTION, name, value, "% of upstream pace", data, PACE_TARGET)
+
+
+def _cpu_figures(spent: Mapping[str, float], streamed: int) -> list[Figure]:
+    def per_k(cpu: float) -> float:
+        return cpu / streamed * 1000 if streamed else float("nan")
+
+    mesh = sum(cpu for name, cpu in spent.items() if name not in OUTSIDE)
+    figures = [
+        Figure(
+            SECTION,
+            "CPU per 1k tokens: mesh total (every process but the model and the bench)",
+            num(per_k(mesh), 3),
+            "CPU s / 1k tokens",
+            {"cpu_seconds": mesh, "tokens": streamed},
+            CPU_TARGET,
+        )
+    ]
+    for name, cpu in spent.items():
+        figures.append(
+            Figure(
+                SECTION,
+                f"CPU per 1k tokens: {name}",
+                num(per_k(cpu), 3),
+                "CPU s / 1k tokens",
+                {"cpu_seconds": cpu, "tokens": streamed},
+            )
+        )
+    return figures
 
 
 async def measure(
@@ -35,65 +153,48 @@ async def measure(
     processes: Mapping[str, list[int]],
     levels: Sequence[int],
     tokens: int,
-    pace_ms: int,
+    paced: tuple[int, float, int],
 ) -> list[Figure]:
-    """One figure per level, then CPU seconds per 1k tokens per service over all levels."""
-    scenario = {"match": MARKER, "text": words(tokens), "token_delay_ms": pace_ms, "repeat": True}
-    await upstream.enqueue([scenario])
-    count, seconds = await stream_tokens(upstream.openai, MODEL, f"{MARKER} direct")
+    """Unpaced levels (with the CPU they cost), then ``paced`` = (sessions, tokens/s each,
+    tokens per answer)."""
+    paced_sessions, rate, paced_tokens = paced
+    delay = round(1000 / rate)
+    await upstream.enqueue(
+        [
+            {"match": UNPACED, "text": words(tokens), "token_delay_ms": 0, "repeat": True},
+            {"match": PACED, "text": words(paced_tokens), "token_delay_ms": delay, "repeat": True},
+        ]
+    )
+    direct = await stream_tokens(upstream.openai, MODEL, f"{UNPACED} direct")
     figures = [
         Figure(
             SECTION,
-            "direct: 1 stream from the scripted model (baseline)",
-            num(count / seconds, 0),
+            "direct: 1 stream from the scripted model, unpaced (baseline)",
+            num(direct.tokens / direct.seconds, 0),
             "tokens/s",
-            {"tokens": count, "seconds": seconds},
+            {"tokens": direct.tokens, "seconds": direct.seconds},
         )
     ]
     spent: dict[str, float] = {}
     streamed = 0
     for sessions in levels:
-        ids = [f"stream-{sessions}-{i}" for i in range(sessions)]
-        sockets, refused = await open_many(gateway, ids)
-        try:
-            before = snapshot(processes)
-            started = time.perf_counter()
-            turns = await asyncio.gather(
-                *(streamed_turn(ide, f"{MARKER} {i}", "coder") for i, ide in enumerate(sockets))
-            )
-            wall = time.perf_counter() - started
-            after = snapshot(processes)
-        finally:
-            await close_many(sockets)
-        total = sum(t.tokens for t in turns)
-        errors = len(refused) + sum(1 for t in turns if t.error)
-        for name, cpu in cpu_delta(before, after).items():
+        level = await run_level(gateway, processes, sessions, UNPACED)
+        for name, cpu in level.cpu.items():
             spent[name] = spent.get(name, 0.0) + cpu
-        streamed += total
-        per_session = statistics.median(t.tokens / t.seconds for t in turns if t.seconds > 0)
-        value = num(total / wall, 0)
-        if sessions > 1:
-            value += f" (per session p50 {num(per_session, 0)})"
-        failures = [*refused, *(t.error for t in turns if t.error)]
-        if errors:
-            value += f", {errors} errors{first_error(failures)}"
-        data: dict[str, object] = {
-            "sessions": sessions,
-            "tokens": total,
-            "seconds": wall,
-            "errors": errors,
-            "first_errors": failures[:3],
-        }
-        figures.append(Figure(SECTION, _level_name(sessions), value, "tokens/s", data))
-    for name, cpu in spent.items():
-        per_k = cpu / streamed * 1000 if streamed else float("nan")
-        figures.append(
-            Figure(
-                SECTION,
-                f"CPU per 1k tokens: {name}",
-                num(per_k, 3),
-                "CPU s / 1k tokens",
-                {"cpu_seconds": cpu, "tokens": streamed},
-            )
+        streamed += level.tokens
+        figures.append(_unpaced_figure(sessions, level))
+    figures += _cpu_figures(spent, streamed)
+    direct = await stream_tokens(upstream.openai, MODEL, f"{PACED} direct")
+    direct_rate = pace(direct.tokens, direct.first_s, direct.last_s) or float("nan")
+    figures.append(
+        Figure(
+            SECTION,
+            f"direct: 1 stream paced at {num(rate, 0)} tokens/s, first to last token (baseline)",
+            num(direct_rate, 1),
+            "tokens/s",
+            {"tokens": direct.tokens, "seconds": direct.seconds},
         )
+    )
+    level = await run_level(gateway, processes, paced_sessions, PACED)
+    figures.append(_paced_figure(paced_sessions, rate, direct_rate, level))
     return figures

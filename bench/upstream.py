@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -87,14 +88,29 @@ async def first_token_ms(client: AsyncOpenAI, model: str, content: str) -> float
     return (first - started) * 1000
 
 
-async def stream_tokens(client: AsyncOpenAI, model: str, content: str) -> tuple[int, float]:
-    """(content deltas, seconds) of one streamed completion."""
+@dataclass(frozen=True)
+class Streamed:
+    """One streamed completion: content deltas, seconds in all, and when the first and
+    the last delta arrived (seconds from the request)."""
+
+    tokens: int
+    seconds: float
+    first_s: float | None
+    last_s: float | None
+
+
+async def stream_tokens(client: AsyncOpenAI, model: str, content: str) -> Streamed:
+    """Stream one completion and time its content deltas."""
     started = time.perf_counter()
     count = 0
+    first: float | None = None
+    last: float | None = None
     stream = await client.chat.completions.create(
         model=model, messages=[{"role": "user", "content": content}], stream=True
     )
     async for chunk in stream:
         if chunk.choices and chunk.choices[0].delta.content:
             count += 1
-    return count, time.perf_counter() - started
+            last = time.perf_counter() - started
+            first = last if first is None else first
+    return Streamed(count, time.perf_counter() - started, first, last)

@@ -25,8 +25,11 @@ FIGURES = (
     "/v1/chat/completions (gateway, stream",
     "Streaming throughput",
     "direct: 1 stream from the scripted model (baseline)",
-    "1 session",
-    "concurrent sessions, aggregate",
+    "the routing call alone",
+    "1 session, unpaced upstream",
+    "concurrent sessions, unpaced upstream, aggregate",
+    "tokens/s each: pace kept",
+    "CPU per 1k tokens: mesh total",
     "CPU per 1k tokens: gateway",
     "CPU per 1k tokens: orchestrator",
     "CPU per 1k tokens: llmproxy",
@@ -35,6 +38,7 @@ FIGURES = (
     "live WebSockets, turn with a tool round trip: errors",
     "live WebSockets, turn with a tool round trip: turn latency",
     "live WebSockets, turn with a tool round trip: resident memory per session",
+    "live sessions over",
     "Tool search",
     "SearchTools over",
     "ListTools of the whole catalog",
@@ -49,6 +53,7 @@ FIGURES = (
     "resident memory: orchestrator",
     "resident memory: gateway",
     "Machine:",
+    "Target",
 )
 
 
