@@ -19,9 +19,9 @@ import sys
 import time
 from pathlib import Path
 
+from bench.concurrency import tool_scenario
 from bench.mesh import PGDATA, embedded_server, raise_open_file_limit, running_mesh
 from bench.procs import cpu_delta, mesh_processes, snapshot
-from bench.concurrency import tool_scenario
 from bench.sessions import Turn, close_many, open_many, streamed_turn, tool_turn
 from bench.upstream import Upstream, words
 
