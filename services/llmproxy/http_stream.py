@@ -1,0 +1,86 @@
+"""The streaming POST of a chat completion, over aiohttp.
+
+The ``openai`` SDK stays for the rest of the upstream's API (embeddings, models); the
+completion stream is the hot path and goes around it. Profiled at 100 sessions paced at
+50 tokens/s, reading the body through the SDK's httpx/httpcore/anyio stack was a third of
+llmproxy's CPU (a cancel scope, a timeout and several context managers per chunk) and
+sending the request another tenth; aiohttp reads the same bytes with its C parser.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import orjson
+
+USER_AGENT = "codelab-llmproxy"
+
+
+class UpstreamStatus(Exception):
+    """The upstream answered with a status other than 2xx."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"upstream answered {status}: {message}")
+        self.status = status
+        self.message = message
+
+
+def error_message(status: int, body: bytes) -> str:
+    """The ``error.message`` of an OpenAI-style error body, else the body's start."""
+    try:
+        parsed: Any = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        parsed = None
+    if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
+        message = parsed["error"].get("message")
+        if isinstance(message, str) and message:
+            return message
+    text = body[:500].decode("utf-8", "replace").strip()
+    return text or f"HTTP {status}"
+
+
+class StreamingHttp:
+    """One aiohttp session per process, opened on first use (it needs the running loop)."""
+
+    def __init__(self, base_url: str, api_key: str) -> None:
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.headers = {
+            "Authorization": f"Bearer {api_key}",
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            "User-Agent": USER_AGENT,
+        }
+        self._session: aiohttp.ClientSession | None = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            # Proxy variables are honoured, as the SDK's client does.
+            connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+            self._session = aiohttp.ClientSession(connector=connector, trust_env=True)
+        return self._session
+
+    @contextlib.asynccontextmanager
+    async def post(
+        self, body: dict[str, Any], seconds: float
+    ) -> AsyncIterator[aiohttp.StreamReader]:
+        """POST ``body``; yields the response body to read as it arrives. ``seconds`` bounds
+        the connection and every wait for bytes (as the SDK's timeout does), not the whole
+        stream. A status other than 2xx raises ``UpstreamStatus``."""
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=seconds, sock_read=seconds)
+        async with self._client().post(
+            self.url, data=orjson.dumps(body), headers=self.headers, timeout=timeout
+        ) as response:
+            if response.status >= 300:
+                raise UpstreamStatus(
+                    response.status, error_message(response.status, await response.read())
+                )
+            yield response.content
+
+    async def close(self) -> None:
+        """Close the session and its connections."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
