@@ -49,27 +49,25 @@ def check_tools(tools: Any) -> None:
     if not isinstance(tools, list):
         raise RequestRefused("Invalid type for 'tools': expected an array.", "tools", None)
     for i, tool in enumerate(tools):
-        function = tool.get("function") if isinstance(tool, Mapping) else None
-        if not isinstance(function, Mapping):
-            raise RequestRefused(
-                f"Missing required parameter: 'tools[{i}].function'.",
-                f"tools[{i}].function",
-                "missing_required_parameter",
-            )
-        check_name(function.get("name"), f"tools[{i}].function.name")
+        check_function(tool, f"tools[{i}]")
+
+
+def check_function(holder: Any, path: str) -> None:
+    """``holder.function`` is an object whose ``name`` the API accepts."""
+    function = holder.get("function") if isinstance(holder, Mapping) else None
+    if not isinstance(function, Mapping):
+        raise RequestRefused(
+            f"Missing required parameter: '{path}.function'.",
+            f"{path}.function",
+            "missing_required_parameter",
+        )
+    check_name(function.get("name"), f"{path}.function.name")
 
 
 def _call_ids(message: Mapping[str, Any], index: int) -> list[str]:
     ids = []
     for j, call in enumerate(message.get("tool_calls") or ()):
-        function = call.get("function") if isinstance(call, Mapping) else None
-        if not isinstance(function, Mapping):
-            raise RequestRefused(
-                f"Missing required parameter: 'messages[{index}].tool_calls[{j}].function'.",
-                f"messages[{index}].tool_calls[{j}].function",
-                "missing_required_parameter",
-            )
-        check_name(function.get("name"), f"messages[{index}].tool_calls[{j}].function.name")
+        check_function(call, f"messages[{index}].tool_calls[{j}]")
         ids.append(str(call.get("id", "")))
     return ids
 
