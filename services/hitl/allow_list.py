@@ -86,13 +86,7 @@ class AllowList:
             return _every_operand(candidates, [o for o in ops if "=" not in o], inv.key)
         present = set(inv.args)
         for entry in candidates:
-            if not entry.options <= present:
-                continue
-            # `python --version` allows no script; `git status` allows paths after it.
-            if entry.words or not entry.options:
-                if tuple(ops[: len(entry.words)]) == entry.words:
-                    return entry.text
-            elif not ops:
+            if entry.options <= present and tuple(ops[: len(entry.words)]) == entry.words:
                 return entry.text
         return None
 
