@@ -76,6 +76,8 @@ def publish_rule(ctx: Context, inv: Invocation, depth: int) -> bool:
     """Flag ``npm publish`` and friends; True when it did (the caller's rule stops)."""
     subs = PUBLISHERS.get(inv.key, frozenset())
     words = operands(inv.args)
+    if inv.key == "gh" and words[1:2] in (["list"], ["view"], ["download"]):
+        return False  # reading releases publishes nothing
     if words[:1] and words[0] in subs:
         ctx.flag("dangerous", f"publishes a package ({inv.key} {words[0]}): {inv.display}")
         return True
