@@ -29,6 +29,7 @@ class HitlPolicy(_message.Message):
     NEVER_APPROVE_FIELD_NUMBER: _builtins.int
     COMMAND_ALLOW_FIELD_NUMBER: _builtins.int
     COMMAND_DENY_FIELD_NUMBER: _builtins.int
+    READ_ONLY_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def always_approve(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -39,6 +40,10 @@ class HitlPolicy(_message.Message):
 
     @_builtins.property
     def command_deny(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def read_only(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The read-only allow-list ("git status", "make test"); "@default" is the shipped one."""
+
     def __init__(
         self,
         *,
@@ -46,10 +51,11 @@ class HitlPolicy(_message.Message):
         never_approve: _abc.Iterable[_builtins.str] | None = ...,
         command_allow: _abc.Iterable[_builtins.str] | None = ...,
         command_deny: _abc.Iterable[_builtins.str] | None = ...,
+        read_only: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["always_approve", b"always_approve", "command_allow", b"command_allow", "command_deny", b"command_deny", "never_approve", b"never_approve"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["always_approve", b"always_approve", "command_allow", b"command_allow", "command_deny", b"command_deny", "never_approve", b"never_approve", "read_only", b"read_only"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -45,7 +45,7 @@ async def run_service(
     try:
         await migrate(pool, migrations)
         server, port = await build(settings, pool, address)
-        metrics_port = serve_metrics(port, settings.metrics_port_offset)
+        metrics_port = serve_metrics(port, settings.metrics_port_offset, settings.metrics_host)
         log.info("serving", extra={"fields": {"port": port, "metrics_port": metrics_port}})
         await run_until_signal(server)
     finally:

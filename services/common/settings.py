@@ -6,6 +6,7 @@ Names are the contract of the architecture doc; every default is the one
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,16 @@ def _address(env: Mapping[str, str], name: str, default: str) -> str:
     if not sep or not host or not port.isdigit():
         raise SettingsError(f"{name} must look like host:port, got {value!r}")
     return value
+
+
+_HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:.]+|[A-Za-z0-9]([A-Za-z0-9.-]{0,252}))$")
+
+
+def _host(env: Mapping[str, str], name: str, default: str) -> str:
+    value = (env.get(name) or default).strip()
+    if not _HOST.match(value):
+        raise SettingsError(f"{name} must be a host name or IP address, got {value!r}")
+    return value.strip("[]")  # [::1] and ::1 both name the IPv6 loopback
 
 
 def parse_api_keys(raw: str) -> dict[str, str]:
@@ -116,6 +127,8 @@ class Settings:
     """SSE_HEARTBEAT_SECONDS: idle interval after which the SSE stream sends a ``:`` comment."""
     metrics_port_offset: int = 1000
     """METRICS_PORT_OFFSET: a gRPC service on :P serves Prometheus on :P+offset; 0 disables."""
+    metrics_host: str = "127.0.0.1"
+    """METRICS_HOST: the address the Prometheus endpoint binds (loopback unless opened up)."""
     log_level: str = "INFO"
     """LOG_LEVEL."""
 
@@ -160,6 +173,7 @@ class Settings:
             ),
             sse_heartbeat=_number(env, "SSE_HEARTBEAT_SECONDS", cls.sse_heartbeat, minimum=0.05),
             metrics_port_offset=_port(env, "METRICS_PORT_OFFSET", cls.metrics_port_offset),
+            metrics_host=_host(env, "METRICS_HOST", cls.metrics_host),
             log_level=level,
         )
 

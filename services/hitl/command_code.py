@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from services.hitl.command_infra import publish_rule
 from services.hitl.command_options import (
     Context,
     Invocation,
@@ -181,6 +182,8 @@ def _awk(ctx: Context, inv: Invocation, depth: int) -> None:
     program = " ".join(operands(inv.args, frozenset({"-F", "-v", "-f"}))[:1])
     if re.search(r"\bsystem\s*\(|\|\s*getline|\|\s*\"", program):
         ctx.flag("dangerous", f"awk program runs shell commands: {inv.display}")
+    elif re.search(r"\bprintf?\b[^;}]*>", program):
+        ctx.flag("risky", f"awk program writes a file: {inv.display}")
 
 
 def _eval(ctx: Context, inv: Invocation, depth: int) -> None:
@@ -216,6 +219,8 @@ def _netcat(ctx: Context, inv: Invocation, depth: int) -> None:
 
 
 def _package(ctx: Context, inv: Invocation, depth: int) -> None:
+    if publish_rule(ctx, inv, depth):
+        return
     ops = operands(inv.args, frozenset({"-C", "--prefix", "-r", "--requirement"}))
     if inv.key in ("uv", "pipx") and ops[:1] in (["pip"], ["tool"]):
         ops = ops[1:]

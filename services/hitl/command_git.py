@@ -1,11 +1,13 @@
 """Git rules of the HITL command analyser: history rewrites and discarded work.
 
-Everyday git (status, diff, log, commit, rebase, fetch) is safe; anything that can lose
-commits or uncommitted work, or rewrite a shared remote, needs a human.
+Everyday git (status, diff, log, commit, fetch) passes the read-only allow-list; anything
+that can lose commits or uncommitted work, rewrite history (rebase, amend, reset to another
+commit), change configuration or remotes, or rewrite a shared remote, needs a human.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from services.hitl.command_options import Context, Invocation, long_flags, operands, short_flags
@@ -14,6 +16,10 @@ from services.hitl.command_options import Context, Invocation, long_flags, opera
 _GLOBAL_ARG_OPTS = frozenset(
     {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env"}
 )
+
+
+# HEAD~2, main^, a commit id, a remote-tracking branch: reset moves the branch there.
+_COMMITISH = re.compile(r"[~^]\d*$|^[0-9a-f]{7,40}$|^(origin|upstream)/")
 
 
 def _push(ctx: Context, args: tuple[str, ...], display: str) -> None:
@@ -45,6 +51,8 @@ def _reset(ctx: Context, args: tuple[str, ...], display: str) -> None:
         ctx.flag("dangerous", f"git reset --hard discards uncommitted changes: {display}")
     elif {"--merge", "--keep"} & set(args):
         ctx.flag("risky", f"git reset may drop changes: {display}")
+    elif {"--soft", "--mixed"} & set(args) or any(_COMMITISH.search(o) for o in operands(args)):
+        ctx.flag("risky", f"rewrites repository history (reset to a commit): {display}")
 
 
 def _checkout(ctx: Context, args: tuple[str, ...], display: str) -> None:
@@ -88,13 +96,53 @@ def _history_rewrite(ctx: Context, args: tuple[str, ...], display: str) -> None:
     ctx.flag("dangerous", f"rewrites repository history: {display}")
 
 
+def _local_rewrite(ctx: Context, args: tuple[str, ...], display: str) -> None:
+    ctx.flag("risky", f"rewrites repository history: {display}")
+
+
+def _commit(ctx: Context, args: tuple[str, ...], display: str) -> None:
+    if "--amend" in args:
+        _local_rewrite(ctx, args, display)
+
+
+def _pull(ctx: Context, args: tuple[str, ...], display: str) -> None:
+    if "--rebase" in args or "-r" in args or any(a.startswith("--rebase=") for a in args):
+        _local_rewrite(ctx, args, display)
+
+
+def _reflog(ctx: Context, args: tuple[str, ...], display: str) -> None:
+    if args[:1] in (("expire",), ("delete",)):
+        _history_rewrite(ctx, args, display)
+
+
+def _remote(ctx: Context, args: tuple[str, ...], display: str) -> None:
+    changes = {"add", "remove", "rm", "rename", "set-url", "set-head", "set-branches", "prune"}
+    if set(operands(args)[:1]) & changes:
+        ctx.flag("risky", f"changes git remotes: {display}")
+
+
+def _tag(ctx: Context, args: tuple[str, ...], display: str) -> None:
+    if {"d", "f"} & set(short_flags(args)) or {"--delete", "--force"} & long_flags(args):
+        ctx.flag("risky", f"deletes or moves a tag: {display}")
+
+
 def _rm(ctx: Context, args: tuple[str, ...], display: str) -> None:
     ctx.flag("risky", f"removes tracked files: {display}")
 
 
+_CONFIG_READS = frozenset({"--get", "--get-all", "--get-regexp", "--get-urlmatch", "--list", "-l"})
+_CONFIG_WRITES = frozenset({"--unset", "--unset-all", "--add", "--replace-all", "--edit", "-e"})
+_CONFIG_WRITES |= {"--rename-section", "--remove-section"}
+
+
 def _config(ctx: Context, args: tuple[str, ...], display: str) -> None:
-    if {"--global", "--system"} & set(args):
-        ctx.flag("risky", f"changes global git configuration: {display}")
+    ops = operands(args, frozenset({"--file", "-f", "--blob", "--type", "--default"}))
+    verb = ops[0] if ops and ops[0] in ("get", "list", "set", "unset", "edit") else None
+    lone_key = verb is None and len(ops) == 1  # `git config user.name` reads it
+    reads = bool(_CONFIG_READS & set(args)) or verb in ("get", "list") or lone_key
+    if not reads or _CONFIG_WRITES & set(args):
+        scope = "global " if {"--global", "--system"} & set(args) else ""
+        ctx.flag("risky", f"changes {scope}git configuration: {display}")
 
 
 _SUBCOMMANDS: dict[str, Callable[[Context, tuple[str, ...], str], None]] = {
@@ -108,6 +156,14 @@ _SUBCOMMANDS: dict[str, Callable[[Context, tuple[str, ...], str], None]] = {
     "stash": _stash,
     "filter-branch": _history_rewrite,
     "filter-repo": _history_rewrite,
+    "replace": _history_rewrite,
+    "update-ref": _history_rewrite,
+    "reflog": _reflog,
+    "rebase": _local_rewrite,
+    "commit": _commit,
+    "pull": _pull,
+    "remote": _remote,
+    "tag": _tag,
     "rm": _rm,
     "config": _config,
 }
@@ -118,5 +174,7 @@ def git_rule(ctx: Context, inv: Invocation, depth: int) -> None:
     args, i = inv.args, 0
     while i < len(args) and args[i].startswith("-"):
         i += 2 if args[i] in _GLOBAL_ARG_OPTS else 1
+    if any(a == "--output" or a.startswith("--output=") for a in args):
+        ctx.flag("risky", f"writes a file (--output): {inv.display}")
     if i < len(args) and args[i] in _SUBCOMMANDS:
         _SUBCOMMANDS[args[i]](ctx, args[i + 1 :], inv.display)

@@ -2,7 +2,10 @@
 
 The line is parsed like a shell would (``command_parse``), wrappers such as ``sudo`` or
 ``xargs`` are peeled off, and every simple command is checked against a table of
-per-executable rules (``command_rules``, ``command_code``, ``command_git``). Nested code
+per-executable rules (``command_rules``, ``command_code``, ``command_git``,
+``command_infra``, ``command_data``, ``command_shell``, ``command_writes``). Unknown means
+ask: a simple command no rule objected to is safe only when the read-only allow-list
+(``allow_list``) has an entry for it. Nested code
 (``$(...)``, ``sh -c``, ``eval``, ``find -exec``, here-docs fed to a shell) is analysed
 recursively up to ``MAX_DEPTH``. Pipelines and sequences add the cross-command patterns:
 ``curl | sh``, ``base64 -d | bash``, ``curl -o x && chmod +x x``.
@@ -18,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from services.hitl import command_rules as rules
+from services.hitl.allow_list import AllowList, default_allow_list
 from services.hitl.command_code import (
     DOWNLOADERS,
     LANGS,
@@ -48,6 +52,7 @@ from services.hitl.command_parse import (
     render,
     substitution_ids,
 )
+from services.hitl.command_shell import check_assignment
 
 __all__ = ["DEFAULT_SYSTEM_DIRS", "MAX_DEPTH", "CommandRisk", "Level", "analyse_command"]
 
@@ -67,12 +72,14 @@ class CommandRisk:
     """Verdict on a command line: ``level`` plus human-readable ``reasons`` (worst first).
 
     ``commands`` lists every simple command found (nested ones included), normalised,
-    so callers can match allow/deny patterns per command instead of on the raw text.
+    so callers can match allow/deny patterns per command instead of on the raw text;
+    ``allowed`` the read-only allow-list entries that let commands through.
     """
 
     level: Level
     reasons: tuple[str, ...] = ()
     commands: tuple[str, ...] = ()
+    allowed: tuple[str, ...] = ()
 
     @property
     def dangerous(self) -> bool:
@@ -97,8 +104,11 @@ def _shorten(text: str, limit: int = 120) -> str:
 class _Analysis:
     """Mutable state of one ``analyse_command`` call; implements ``command_options.Context``."""
 
-    def __init__(self, system_dirs: tuple[str, ...]) -> None:
+    def __init__(self, system_dirs: tuple[str, ...], allow: AllowList) -> None:
         self.system_dirs = system_dirs
+        self.allow = allow
+        self.allowed: list[str] = []
+        self.judged = 0  # findings and nested analyses so far: did a rule look at a call?
         self.subs: list[Substitution] = []
         self.sub_payloads: dict[int, str] = {}
         self.findings: dict[str, Level] = {}
@@ -107,6 +117,7 @@ class _Analysis:
     def flag(self, level: Level, reason: str) -> None:
         # Reasons travel to the IDE: bound their size, make lone surrogates encodable.
         reason = _shorten(reason, 300).encode("utf-8", "backslashreplace").decode("utf-8")
+        self.judged += 1
         if _RANK[level] > _RANK[self.findings.get(reason, "safe")]:
             self.findings[reason] = level
 
@@ -115,9 +126,11 @@ class _Analysis:
         return min(found) if found else None  # "download" sorts before "decoded payload"
 
     def code(self, text: str, depth: int) -> None:
+        self.judged += 1
         self._code(text, depth)
 
     def argv(self, words: Sequence[str], depth: int) -> None:
+        self.judged += 1
         inv = self._unwrap(list(words), depth)
         if inv is not None:
             self._invoke(inv, depth)
@@ -125,7 +138,8 @@ class _Analysis:
     def result(self) -> CommandRisk:
         ordered = sorted(self.findings.items(), key=lambda item: -_RANK[item[1]])
         level = ordered[0][1] if ordered else "safe"
-        return CommandRisk(level, tuple(r for r, _ in ordered), tuple(self.commands))
+        allowed = tuple(dict.fromkeys(self.allowed))
+        return CommandRisk(level, tuple(r for r, _ in ordered), tuple(self.commands), allowed)
 
     def _code(self, text: str, depth: int) -> set[str]:
         """Analyse a command string; returns the executables it runs (nested ones too)."""
@@ -175,8 +189,13 @@ class _Analysis:
     def _unwrap(self, words: list[str], depth: int) -> Invocation | None:
         """Peel env assignments and wrapper commands off until the real executable."""
         while True:
-            while words and _ASSIGNMENT.match(words[0]):
-                words = words[1:]
+            assignments = 0
+            while assignments < len(words) and _ASSIGNMENT.match(words[assignments]):
+                assignments += 1
+            shown = _shorten(" ".join(render(w, self.subs) for w in words))
+            for word in words[:assignments]:  # bare `PATH=x` lasts for the session
+                check_assignment(self, word, shown, persistent=assignments == len(words))
+            words = words[assignments:]
             if not words:
                 return None
             name = basename(words[0])
@@ -210,9 +229,17 @@ class _Analysis:
             return
         if any("/dev/tcp/" in a or "/dev/udp/" in a for a in inv.args):
             self.flag("dangerous", f"network connection through /dev/tcp: {inv.display}")
+        judged = self.judged
         rule = rules.RULES.get(inv.key)
         if rule is not None:
             rule(self, inv, depth)
+        if self.judged != judged:
+            return  # a rule objected, or judged the code the call runs (sh -c, find -exec)
+        entry = self.allow.match(inv)
+        if entry is None:
+            self.flag("risky", f"not on the read-only allow-list: {inv.display}")
+        else:
+            self.allowed.append(entry)
 
     def _redirect(self, redirect: Redirect, inv: Invocation | None, depth: int) -> None:
         target = render(redirect.target, self.subs)
@@ -279,14 +306,18 @@ class _Analysis:
 
 
 def analyse_command(
-    command: str, *, system_dirs: tuple[str, ...] = DEFAULT_SYSTEM_DIRS
+    command: str,
+    *,
+    system_dirs: tuple[str, ...] = DEFAULT_SYSTEM_DIRS,
+    allow: AllowList | None = None,
 ) -> CommandRisk:
     """Classify ``command`` as safe, risky or dangerous, with the reasons why.
 
-    ``system_dirs`` are the directories whose modification is dangerous. Unparseable or
-    absurdly long/nested input is dangerous; an empty command is safe.
+    ``system_dirs`` are the directories whose modification is dangerous; ``allow`` the
+    read-only allow-list (default: the shipped one). Unparseable or absurdly long/nested
+    input is dangerous; an empty command is safe.
     """
-    analysis = _Analysis(system_dirs)
+    analysis = _Analysis(system_dirs, allow if allow is not None else default_allow_list())
     if len(command) > MAX_COMMAND_LENGTH:
         analysis.flag("dangerous", "command too long to analyse")
     elif _RESERVED.search(command):  # our placeholder characters must not be forgeable

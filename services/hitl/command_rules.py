@@ -12,7 +12,9 @@ import re
 from dataclasses import dataclass
 
 from services.hitl.command_code import CODE_RULES
+from services.hitl.command_data import DATA_RULES
 from services.hitl.command_git import git_rule
+from services.hitl.command_infra import INFRA_RULES
 from services.hitl.command_options import (
     Context,
     Invocation,
@@ -25,6 +27,8 @@ from services.hitl.command_options import (
     option_value,
     short_flags,
 )
+from services.hitl.command_shell import SHELL_RULES
+from services.hitl.command_writes import WRITE_RULES
 
 __all__ = [
     "PRIVILEGED",
@@ -51,6 +55,10 @@ _SYSTEM_CHANGES = frozenset(
     | {"groupadd", "groupdel", "passwd", "chpasswd", "visudo", "sysctl", "modprobe", "insmod"}
     | {"rmmod", "launchctl", "update-alternatives", "ldconfig", "setx", "reg", "chsh", "swapoff"}
 )
+
+
+# sed's `w file` / `s///w file` write files and `e` / `s///e` run commands.
+_SED_WRITE = re.compile(r"(^|[;{}\n])\s*[0-9,$/]*[wWe](\s|$)|/[gpiImM0-9]*[we](\s|;|$)")
 
 
 def write_target(ctx: Context, target: str, display: str) -> None:
@@ -130,6 +138,21 @@ def _copy_move(ctx: Context, inv: Invocation, depth: int) -> None:
         ctx.flag("dangerous", f"moves a critical path: {inv.display}")
     if inv.key == "rsync" and any(f.startswith("--delete") for f in long_flags(inv.args)):
         ctx.flag("dangerous", f"rsync deletes files: {inv.display}")
+    if inv.key in ("cp", "install") and any(norm_path(s) == "/dev/null" for s in sources):
+        ctx.flag("dangerous", f"copies /dev/null over a file (empties it): {inv.display}")
+    elif dest is not None and _may_overwrite(inv):
+        ctx.flag("risky", f"may overwrite an existing file ({inv.key}): {inv.display}")
+
+
+def _may_overwrite(inv: Invocation) -> bool:
+    """cp/mv/install/rsync replace an existing target unless told not to; ln only with -f."""
+    flags, longs = set(short_flags(inv.args)), long_flags(inv.args)
+    if inv.key == "ln":
+        return bool({"f"} & flags or "--force" in longs)
+    if inv.key == "rsync":
+        return "--ignore-existing" not in longs
+    keeps = "n" in flags or "--no-clobber" in longs or "--update=none" in inv.args
+    return inv.key == "install" or not keeps
 
 
 def _create(ctx: Context, inv: Invocation, depth: int) -> None:
@@ -173,12 +196,18 @@ def _systemctl(ctx: Context, inv: Invocation, depth: int) -> None:
 def _sed(ctx: Context, inv: Invocation, depth: int) -> None:
     if "--in-place" in long_flags(inv.args) or any(re.match(r"-[^-]*i", a) for a in inv.args):
         ctx.flag("risky", f"in-place file edit: {inv.display}")
+    scripts = [option_value(inv.args, frozenset({"-e", "--expression"})) or ""]
+    scripts += operands(inv.args, frozenset({"-e", "--expression", "-f", "--file"}))[:1]
+    if any(_SED_WRITE.search(script) for script in scripts):
+        ctx.flag("risky", f"sed script writes a file or runs a command: {inv.display}")
 
 
 def _find(ctx: Context, inv: Invocation, depth: int) -> None:
     args = inv.args
     if "-delete" in args:
         ctx.flag("dangerous", f"find -delete removes files: {inv.display}")
+    if {"-fprint", "-fprint0", "-fprintf", "-fls"} & set(args):
+        ctx.flag("risky", f"writes a file (find -fprint): {inv.display}")
     for i, arg in enumerate(args):
         if arg in ("-exec", "-execdir", "-ok", "-okdir"):
             end = next((j for j in range(i + 1, len(args)) if args[j] in (";", "+")), len(args))
@@ -201,6 +230,10 @@ def _system_change(ctx: Context, inv: Invocation, depth: int) -> None:
 def _build_rules() -> dict[str, Rule]:
     rules: dict[str, Rule] = {
         **CODE_RULES,
+        **INFRA_RULES,
+        **DATA_RULES,
+        **SHELL_RULES,
+        **WRITE_RULES,
         "rm": _rm,
         "rmdir": _rmdir,
         "rd": _rmdir,

@@ -11,10 +11,11 @@ import posixpath
 import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Literal
 
+from services.hitl.allow_list import AllowList, default_allow_list
 from services.hitl.command_options import DEFAULT_SYSTEM_DIRS, is_system_path
 from services.hitl.command_risk import analyse_command
 
@@ -57,14 +58,17 @@ class ApprovalPolicy:
     """Per-agent-template approval rules (data, not code).
 
     ``never_approve`` waives approval for a tool but never for a high-risk finding (a
-    dangerous command, a deny-list match, a system directory); an allow-listed command
-    likewise still needs approval when the analyser calls it dangerous.
+    dangerous command, a deny-list match, a system directory); a ``command_allow`` glob
+    likewise waives what the rules call risky, never what they call dangerous.
+    ``read_only`` is the allow-list a command no rule objected to must match (unknown
+    means ask).
     """
 
     always_approve: frozenset[str] = FILE_MODIFICATION_TOOLS
     never_approve: frozenset[str] = _READ_ONLY_TOOLS
     command_allow: tuple[str, ...] = ()
     command_deny: tuple[str, ...] = ()
+    read_only: AllowList = field(default_factory=default_allow_list)
     workspace_root: str = "."
     system_dirs: tuple[str, ...] = DEFAULT_SYSTEM_DIRS
 
@@ -140,7 +144,7 @@ def _command_decision(arguments: Mapping[str, object], policy: ApprovalPolicy) -
     command = _command_text(arguments)
     if command is None:
         return _approve("Command argument is missing or not a string", "high")
-    risk = analyse_command(command, system_dirs=policy.system_dirs)
+    risk = analyse_command(command, system_dirs=policy.system_dirs, allow=policy.read_only)
     # Patterns are matched against the whole line and each simple command in it, so a deny
     # pattern cannot be dodged by prefixing a harmless command (`ls; rm -rf x`).
     candidates = [" ".join(command.split()), *risk.commands]
@@ -149,12 +153,17 @@ def _command_decision(arguments: Mapping[str, object], policy: ApprovalPolicy) -
         return _approve(f"Command matches deny list ({denied})", "high")
     if risk.dangerous:
         return _approve("Dangerous command: " + "; ".join(risk.reasons), "high")
+    if risk.safe:
+        if not risk.allowed:
+            return _NO_APPROVAL  # nothing runs (an empty line, a comment)
+        return ApprovalDecision(False, "Read-only allow-list: " + ", ".join(risk.allowed), "low")
     # Every simple command must be allow-listed: `pytest *` must not wave `pytest; pip i x`.
-    allowed = bool(risk.commands) and all(
-        any(fnmatchcase(c, p) for p in policy.command_allow) for c in risk.commands
-    )
-    if risk.safe or allowed:
-        return _NO_APPROVAL
+    globs = [
+        next((p for p in policy.command_allow if fnmatchcase(c, p)), None) for c in risk.commands
+    ]
+    if globs and all(globs):
+        patterns = ", ".join(dict.fromkeys(p for p in globs if p))
+        return ApprovalDecision(False, f"Template allow-list: {patterns}", "low")
     return _approve("Command needs review: " + "; ".join(risk.reasons), "medium")
 
 
@@ -199,4 +208,4 @@ def evaluate(
     else:
         decision = _approve("Unknown tool requires approval", "medium")
     waived = tool_name in policy.never_approve and decision.risk != "high"
-    return _NO_APPROVAL if waived else decision
+    return _NO_APPROVAL if waived and decision.requires_approval else decision

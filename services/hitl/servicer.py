@@ -13,6 +13,7 @@ from codelab.v1 import common_pb2
 from codelab.v1 import hitl_pb2 as pb
 from codelab.v1 import hitl_pb2_grpc as pb_grpc
 from services.common.errors import InvalidInput
+from services.hitl.allow_list import AllowList
 from services.hitl.approvals import Approvals, DecisionRequest
 from services.hitl.policy import DEFAULT_POLICY, ApprovalPolicy, evaluate
 from services.hitl.store import ApprovalRow, AuditRow, NewApproval, NewAudit
@@ -56,6 +57,8 @@ def policy_from_proto(policy: pb.HitlPolicy) -> ApprovalPolicy:
         overrides["command_allow"] = tuple(policy.command_allow)
     if policy.command_deny:
         overrides["command_deny"] = tuple(policy.command_deny)
+    if policy.read_only:
+        overrides["read_only"] = AllowList.of(policy.read_only)
     return dataclasses.replace(DEFAULT_POLICY, **overrides)
 
 

@@ -1,8 +1,10 @@
 """File restrictions on the paths a tool call names (pure functions).
 
 Every agent is confined to the workspace: a path that is absolute, starts with ``~``,
-contains a control character or climbs out with ``..`` is refused. An agent template may
-also restrict which files it *writes* (the architect: ``[r"\\.md$"]``).
+contains a control character, climbs out with ``..`` or changes meaning once decoded (a URI scheme,
+percent-encoding, Unicode lookalikes: ``path_decoding``) is refused. A file a tool writes
+may not end with a separator (``x.md/`` names a directory, whatever its name looks like).
+An agent template may also restrict which files it *writes* (the architect: ``[r"\\.md$"]``).
 
 Write patterns are case-sensitive regular expressions applied with ``re.search`` to the
 normalised workspace-relative path (``a/b/c``): ``notes.md/../main.py`` is checked as
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.hitl.policy import normalise_workspace_path
+from services.orchestrator.path_decoding import decoding_hazard
 
 __all__ = [
     "FILE_RESTRICTION_ERROR",
@@ -45,6 +48,7 @@ PATH_ARGUMENTS: Mapping[str, tuple[str, ...]] = {
 # Arguments that hold a unified diff: the paths are inside it.
 PATCH_ARGUMENTS: Mapping[str, str] = {"apply_patch": "patch", "apply_patch_review": "patch"}
 WRITE_TOOLS = frozenset({"write_file", "apply_patch", "apply_patch_review", "create_directory"})
+DIRECTORY_TOOLS = frozenset({"create_directory"})
 
 # `$` in a pattern also matches before a trailing newline, and control characters in file
 # names only ever serve to confuse: refuse them all (NUL included).
@@ -83,6 +87,9 @@ def _unsafe_reason(path: str) -> str | None:
         return "is empty (use '.' for the workspace root)"
     if _CONTROL.search(path):
         return "contains a control character"
+    hazard = decoding_hazard(path)
+    if hazard is not None:
+        return hazard
     unified = path.replace("\\", "/")
     if unified.startswith("~"):
         return "starts with '~'; use a path relative to the workspace root"
@@ -92,6 +99,15 @@ def _unsafe_reason(path: str) -> str | None:
         if any(seg not in ("", ".", "..") and not seg.strip(". ") for seg in unified.split("/")):
             return "has a segment made only of dots and spaces"
         return "escapes the workspace with '..'"
+    return None
+
+
+def _directory_reason(tool_name: str, path: str) -> str | None:
+    """A file write to ``x.md/`` (or ``x.md/.``) names a directory: never a file."""
+    if tool_name not in WRITE_TOOLS or tool_name in DIRECTORY_TOOLS:
+        return None
+    if path.replace("\\", "/").rstrip(".").endswith("/"):
+        return "ends with a separator: it names a directory, not a file"
     return None
 
 
@@ -194,7 +210,7 @@ def _check_patch(
             return _refuse(message + " (unreadable diff header)", None)
         raw, targets = entry
         for candidate in dict.fromkeys([raw, *targets]):
-            reason = _unsafe_reason(candidate)
+            reason = _unsafe_reason(candidate) or _directory_reason(tool_name, candidate)
             if reason is not None:
                 return _refuse(f"Path {raw!r} in the patch for {tool_name} {reason}", raw)
         for target in targets if patterns else ():
@@ -225,7 +241,7 @@ def check_paths(
         value = arguments[name]
         if not isinstance(value, str):
             return _refuse(f"Argument '{name}' of {tool_name} must be a string path", None)
-        reason = _unsafe_reason(value)
+        reason = _unsafe_reason(value) or _directory_reason(tool_name, value)
         clean = normalise_workspace_path(value)
         if reason is not None or clean is None:
             reason = reason or "is not a usable workspace path"

@@ -14,7 +14,9 @@ The stored shape::
     execution_policy {max_iterations, max_tool_calls, max_invalid_arguments}
     tool_policy      {mode: static | retrieval, allowed: [tool | "*" | "agent.<name>" |
                       "agent.*"], required, max_tools}
-    file_restrictions [regex], handoff [agent], hitl {list name: [str]},
+    file_restrictions [regex], handoff [agent],
+    hitl (alias approval_policy) {always_approve, never_approve, command_allow,
+                      command_deny, read_only: [str]},
     multiagent_meta  {capabilities, tags}
 """
 
@@ -32,7 +34,7 @@ NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{1,63}$")
 BASE_CLASS_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 DEFAULT_BASE_CLASS = "ToolCallingAgent"
 TOOL_MODES = ("static", "retrieval")
-HITL_LISTS = ("always_approve", "never_approve", "command_allow", "command_deny")
+HITL_LISTS = ("always_approve", "never_approve", "command_allow", "command_deny", "read_only")
 # (lowest, highest) accepted; outside them a template is a typo or a runaway budget.
 LIMITS: Mapping[str, tuple[float, float]] = {
     "temperature": (0.0, 2.0),
@@ -144,6 +146,7 @@ LEGACY_KEYS: Mapping[str, tuple[str, str | None]] = {
     "allowed_tools": ("tool_policy", "allowed"),
     "llm": ("llm_config", None),
     "execution": ("execution_policy", None),
+    "approval_policy": ("hitl", None),  # the name the issue tracker and admins use
 }
 
 

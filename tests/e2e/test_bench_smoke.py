@@ -52,6 +52,9 @@ FIGURES = (
     "sessions opened, answered and closed",
     "resident memory: orchestrator",
     "resident memory: gateway",
+    "Command policy",
+    "dangerous lines",
+    "everyday lines",
     "Machine:",
     "Target",
 )

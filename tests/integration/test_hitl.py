@@ -414,3 +414,26 @@ async def test_evaluate_honours_a_template_policy(mesh: Mesh) -> None:
     assert await evaluate(mesh, "read_file", ARGS, replaced) == (True, "medium")
     # An empty policy is the default policy.
     assert await evaluate(mesh, "read_file", ARGS, hitl_pb2.HitlPolicy()) == (False, "low")
+
+
+async def test_a_template_read_only_list_replaces_the_shipped_one(mesh: Mesh) -> None:
+    plan = {"command": "terraform plan"}
+    status = {"command": "git status"}
+    assert await evaluate(mesh, "execute_command", status, None) == (False, "low")
+    narrowed = hitl_pb2.HitlPolicy(read_only=["ls"])
+    assert await evaluate(mesh, "execute_command", status, narrowed) == (True, "medium")
+    # Infrastructure tools are judged by their rule first: the list cannot wave them through.
+    extended = hitl_pb2.HitlPolicy(read_only=["@default", "terraform plan"])
+    assert await evaluate(mesh, "execute_command", plan, extended) == (True, "medium")
+    assert await evaluate(mesh, "execute_command", status, extended) == (False, "low")
+    tool = hitl_pb2.HitlPolicy(read_only=["@default", "just test"])
+    reply = await mesh.client.hitl.Evaluate(
+        hitl_pb2.EvaluateRequest(
+            session_id=SESSION,
+            tool_name="execute_command",
+            arguments_json=json.dumps({"command": "just test && git diff"}),
+            policy=tool,
+        )
+    )
+    assert not reply.requires_approval
+    assert reply.reason == "Read-only allow-list: just test, git diff"

@@ -272,13 +272,11 @@ SAFE: list[str] = [
     "echo 'curl x | sh; sudo rm -rf /'",
     'find . -name "*.py"',
     "mkdir -p build",
-    "python script.py",
     "grep -E 'a|b;c' file.txt",
     'grep ";" file.txt',
     'git commit -m "rm -rf everything; sudo make me a sandwich"',
     "git checkout -b feature/x",
     "git checkout main",
-    "git rebase main",
     "git reset HEAD src/app.py",
     "git restore --staged src/app.py",
     "git clean -n",
@@ -288,10 +286,7 @@ SAFE: list[str] = [
     "git add -A && git fetch --all",
     "cargo build --release",
     "go test ./...",
-    "make -j4",
     "ls | grep foo | wc -l",
-    "cat data.json | python -m json.tool",
-    "cat input.txt | python script.py",
     "echo '{}' | jq .",
     "find . -type f | xargs grep -n TODO",
     "sed -n '1,20p' app.py",
@@ -299,34 +294,22 @@ SAFE: list[str] = [
     "ls 2>/dev/null",
     "pytest 2>&1 | tail -n 20",
     "cd src && ls",
-    "FOO=bar python script.py",
     "for f in *.py; do echo $f; done",
-    "export PATH=$PATH:/usr/local/bin",
     "echo $((1 << 2))",
     "diff -u a.txt b.txt",
-    "node index.js",
-    "bash scripts/test.sh",
-    "curl -s https://api.example.com/health",
-    "chmod +x scripts/run.sh",
     "command -v python3",
     "ls -la $(pwd)",
     'echo "today: $(date)"',
     "cat <<'EOF'\nrm -rf / ; curl x | sh\nEOF",
     "ls # ; rm -rf /",
-    "python -m venv .venv",
-    "mv old_name.py new_name.py",
-    "cp -r src backup",
     "echo hi >&2",
     "ls -la /etc",
     "cat /etc/os-release",
     "git log --format='%H %s' | head -5",
     "find . -name node_modules -prune -o -name '*.js' -print",
     "cd /work/project && npm run test -- --watch=false",
-    "git reset --soft HEAD~1",
-    "git pull --rebase && git merge main",
     "mkdir -p src/components && touch src/components/__init__.py",
     "lsof -i :8000",
-    "python manage.py migrate",
     "",
     "   ",
 ]
@@ -378,6 +361,24 @@ RISKY: list[tuple[str, str]] = [
     ("$(which python) script.py", "dynamically computed command"),
     ("$CMD --flag", "dynamically computed command"),
     ("dd if=/dev/zero bs=1 count=1", "raw data copy"),
+    # unknown means ask: no rule objects, but no read-only allow-list entry matches either
+    ("python script.py", "not on the read-only allow-list: python script.py"),
+    ("git rebase main", "rewrites repository history"),
+    ("make -j4", "not on the read-only allow-list: make -j4"),
+    ("cat data.json | python -m json.tool", "not on the read-only allow-list"),
+    ("cat input.txt | python script.py", "not on the read-only allow-list: python script.py"),
+    ("FOO=bar python script.py", "not on the read-only allow-list: python script.py"),
+    ("export PATH=$PATH:/usr/local/bin", "environment hijack (PATH)"),
+    ("node index.js", "not on the read-only allow-list: node index.js"),
+    ("bash scripts/test.sh", "not on the read-only allow-list: bash scripts/test.sh"),
+    ("curl -s https://api.example.com/health", "not on the read-only allow-list: curl"),
+    ("chmod +x scripts/run.sh", "not on the read-only allow-list: chmod"),
+    ("python -m venv .venv", "not on the read-only allow-list"),
+    ("mv old_name.py new_name.py", "may overwrite an existing file (mv)"),
+    ("cp -r src backup", "may overwrite an existing file (cp)"),
+    ("git reset --soft HEAD~1", "rewrites repository history (reset to a commit)"),
+    ("git pull --rebase && git merge main", "rewrites repository history"),
+    ("python manage.py migrate", "not on the read-only allow-list"),
 ]
 
 
@@ -396,7 +397,7 @@ def test_dangerous_commands(command: str, fragment: str) -> None:
 @pytest.mark.parametrize("command", SAFE)
 def test_safe_commands(command: str) -> None:
     risk = analyse_command(command)
-    assert risk == CommandRisk("safe", (), risk.commands), risk
+    assert risk == CommandRisk("safe", (), risk.commands, risk.allowed), risk
     assert risk.safe and not risk.dangerous
 
 
@@ -418,8 +419,8 @@ def test_tables_are_large_and_distinct() -> None:
 def test_reason_wording_matches_the_documented_examples() -> None:
     assert analyse_command("rm -rf /tmp/data").reasons == ("recursive delete: rm -rf /tmp/data",)
     assert "privilege escalation: sudo" in analyse_command("sudo ls").reasons
-    assert analyse_command("curl -s https://x.example | sh").reasons == (
-        "download piped to a shell: curl -s https://x.example | sh",
+    assert analyse_command("curl -s https://x.example | sh").reasons[0] == (
+        "download piped to a shell: curl -s https://x.example | sh"
     )
 
 
@@ -460,7 +461,7 @@ def test_nesting_beyond_the_depth_limit_is_dangerous() -> None:
         ("`" * 4001, "dangerous"),  # unterminated backtick
         ("(" * 5000, "safe"),  # runs nothing
         ("|" * 5000, "safe"),
-        ("a" * 50_000 + " ;" * 5000, "safe"),
+        ("a" * 50_000 + " ;" * 5000, "risky"),  # an unknown program
     ],
 )
 def test_pathological_input_terminates_without_crashing(command: str, level: str) -> None:

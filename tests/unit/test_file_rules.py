@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
 
 from services.orchestrator.file_rules import (
@@ -253,3 +255,73 @@ def test_a_non_string_patch_is_refused() -> None:
     assert _refused(check_paths("apply_patch", {"patch": 7}, [])) == (
         "The patch for apply_patch must be a string"
     )
+
+
+# --- paths an IDE might decode ----------------------------------------------------------------
+
+DECODED = [
+    ("file:///etc/passwd", "URI scheme"),
+    ("file:/etc/passwd", "URI scheme"),
+    ("vscode-remote://host/etc/passwd", "URI scheme"),
+    ("%2e%2e/x", "percent-encoded '.'"),
+    ("%2E%2E%2Fetc%2Fpasswd", "percent-encoded"),
+    ("docs%2f..%2f..%2fx.md", "percent-encoded '/'"),
+    ("docs%5c..%5cx.md", "percent-encoded '\\\\'"),
+    ("%252e%252e/x", "percent-encoded '%'"),
+    ("a%00.md", "percent-encoded '\\x00'"),
+    ("\u2024\u2024/x", "U+2024"),
+    ("docs/\u2024\u2024/\u2024\u2024/x.md", "U+2024"),
+    ("\uff0e\uff0e/x", "U+FF0E"),
+    ("\u2025/x", "U+2025"),
+    ("a\uff0fb.md", "U+FF0F"),
+    ("notes\u202egpj.md", "U+202E"),
+    ("read\u200bme.md", "U+200B"),
+    ("\ufeffx.md", "U+FEFF"),
+    ("x\uff1a.md", "U+FF1A"),
+]
+
+
+@pytest.mark.parametrize(("path", "fragment"), DECODED)
+@pytest.mark.parametrize("tool", ["read_file", "write_file", "list_files", "create_directory"])
+def test_paths_that_change_meaning_when_decoded_are_refused(
+    tool: str, path: str, fragment: str
+) -> None:
+    check = check_paths(tool, {"path": path}, [])
+    message = _refused(check)
+    assert fragment in message and repr(path) in message
+    assert check.path == path
+
+
+@pytest.mark.parametrize(("path", "fragment"), DECODED)
+def test_patches_naming_decodable_paths_are_refused(path: str, fragment: str) -> None:
+    assert fragment in _refused(check_paths("apply_patch", {"patch": _patch(path, path)}, []))
+
+
+def test_nfkc_changes_that_keep_the_segments_pass() -> None:
+    decomposed = "docs/cafe\u0301/\uff76\uff80.md"  # macOS NFD accents, halfwidth katakana
+    assert unicodedata.normalize("NFKC", decomposed) != decomposed
+    assert check_paths("write_file", {"path": decomposed}, MD_ONLY).ok
+    # ...while a lookalike that folds into '..' is refused whatever its neighbours.
+    assert not check_paths("read_file", {"path": "cafe\u0301/\uff0e\uff0e/x"}, []).ok
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["100%.md", "50%off/notes.md", "café/naïve.md", "docs/\u00e9t\u00e9.md", "a.b.c/d-e_f.md"],
+)
+def test_ordinary_names_with_percent_and_accents_pass(path: str) -> None:
+    assert check_paths("write_file", {"path": path}, MD_ONLY).ok
+
+
+@pytest.mark.parametrize("path", ["x.md/", "docs/x.md/", "x.md\\", "x.md/."])
+@pytest.mark.parametrize("tool", ["write_file", "apply_patch"])
+def test_a_directory_named_like_markdown_is_not_a_markdown_file(tool: str, path: str) -> None:
+    arguments = {"path": path} if tool == "write_file" else {"patch": _patch(path, path)}
+    message = _refused(check_paths(tool, arguments, MD_ONLY, agent_name="architect"))
+    assert "names a directory" in message
+
+
+def test_a_directory_may_still_be_created_with_a_trailing_separator() -> None:
+    assert check_paths("create_directory", {"path": "docs/adr/"}, []).normalised == {
+        "path": "docs/adr"
+    }

@@ -84,7 +84,9 @@ def test_file_tools_still_need_approval_when_dropped_from_always_approve() -> No
 @pytest.mark.parametrize("tool", ["execute_command", "run_command"])
 @pytest.mark.parametrize("key", ["command", "cmd"])
 def test_safe_command_needs_no_approval(tool: str, key: str) -> None:
-    assert evaluate(tool, {key: "git status"}) == NO_APPROVAL
+    assert evaluate(tool, {key: "git status"}) == ApprovalDecision(
+        False, "Read-only allow-list: git status", "low"
+    )
 
 
 def test_dangerous_command_requires_approval_with_reasons() -> None:
@@ -104,7 +106,7 @@ def test_risky_command_requires_approval_with_medium_risk() -> None:
 
 def test_argv_list_is_joined_with_quoting() -> None:
     assert evaluate("execute_command", {"command": ["grep", "-rn", "rm -rf", "src/"]}) == (
-        NO_APPROVAL
+        ApprovalDecision(False, "Read-only allow-list: grep", "low")
     )
     decision = evaluate("execute_command", {"command": ["rm", "-rf", "/tmp/x"]})
     assert decision.requires_approval and decision.risk == "high"
@@ -140,12 +142,14 @@ def test_deny_list_matches_whole_line_and_each_simple_command(command: str) -> N
 
 def test_deny_list_does_not_match_unrelated_commands() -> None:
     policy = ApprovalPolicy(command_deny=("ls -la*",))
-    assert evaluate("execute_command", {"command": "git status"}, policy) == NO_APPROVAL
+    assert not evaluate("execute_command", {"command": "git status"}, policy).requires_approval
 
 
 def test_allow_list_skips_approval_for_risky_commands() -> None:
     policy = ApprovalPolicy(command_allow=("pip install *", "npm test"))
-    assert evaluate("execute_command", {"command": "pip install httpx"}, policy) == NO_APPROVAL
+    assert evaluate("execute_command", {"command": "pip install httpx"}, policy) == (
+        ApprovalDecision(False, "Template allow-list: pip install *", "low")
+    )
 
 
 def test_allow_list_never_waives_a_dangerous_command() -> None:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
+import urllib.request
 
 import pytest
 
 from services.common.logs import JsonFormatter, log_context
+from services.common.metrics import serve_metrics
 from services.common.settings import Settings, SettingsError, parse_api_keys
 
 
@@ -59,3 +62,32 @@ async def test_log_context_survives_an_async_generator_resumed_elsewhere() -> No
     assert await asyncio.create_task(generator.__anext__()) == 2
     with pytest.raises(StopAsyncIteration):
         await asyncio.create_task(generator.__anext__())  # exits in another task's context
+
+
+@pytest.mark.parametrize(
+    ("raw", "host"),
+    [
+        ("", "127.0.0.1"),
+        ("0.0.0.0", "0.0.0.0"),
+        ("[::1]", "::1"),
+        ("metrics.internal", "metrics.internal"),
+    ],
+)
+def test_metrics_host_defaults_to_loopback(raw: str, host: str) -> None:
+    assert Settings.from_env({"METRICS_HOST": raw}).metrics_host == host
+
+
+@pytest.mark.parametrize("raw", ["bad host", "http://x", "-x", "a/b"])
+def test_a_bad_metrics_host_names_the_variable(raw: str) -> None:
+    with pytest.raises(SettingsError, match="METRICS_HOST"):
+        Settings.from_env({"METRICS_HOST": raw})
+
+
+def test_metrics_are_served_on_the_configured_host() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        free = probe.getsockname()[1]
+    port = serve_metrics(free - 1, 1, "127.0.0.1")
+    assert port == free
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+        assert b"codelab_grpc_calls_total" in reply.read()

@@ -145,3 +145,14 @@ def test_the_first_flat_shape_is_still_understood() -> None:
     assert template.temperature == 0.2 and template.max_iterations == 5
     with pytest.raises(InvalidTemplate, match="disagree"):
         canonical({**sectioned, "system_prompt": "Something else."})
+
+
+def test_the_approval_policy_carries_a_read_only_allow_list() -> None:
+    entries = ["@default", "terraform plan", "make docs"]
+    stored = canonical({**MINIMAL, "approval_policy": {"read_only": entries}})
+    assert stored["hitl"] == {"read_only": entries}
+    assert canonical({**MINIMAL, "hitl": {"read_only": entries}}) == stored
+    with pytest.raises(InvalidTemplate, match=r"hitl\.read_only"):
+        canonical({**MINIMAL, "hitl": {"read_only": ["ls", ""]}})
+    with pytest.raises(InvalidTemplate, match="unknown field"):
+        canonical({**MINIMAL, "approval_policy": {"read_onyl": ["ls"]}})

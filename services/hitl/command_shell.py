@@ -1,0 +1,80 @@
+"""Rules on the shell's own state: hijacked environment variables and erased history.
+
+``export PATH=/tmp/evil:$PATH`` makes every later ``ls`` run the attacker's ``ls``;
+``LD_PRELOAD=x.so make test`` loads code into everything make starts; ``history -c`` and
+``unset HISTFILE`` hide what was done. The shell builtins themselves are on the read-only
+allow-list; these rules catch the uses that are not read-only.
+"""
+
+from __future__ import annotations
+
+import re
+
+from services.hitl.command_options import Context, Invocation, Rule, operands
+
+__all__ = ["HIJACK_VARS", "LOADER_VARS", "SHELL_RULES", "check_assignment"]
+
+# Variables that decide which code runs, for one command (`VAR=x cmd`) or for the session.
+LOADER_VARS = frozenset(
+    {"PATH", "LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "DYLD_INSERT_LIBRARIES"}
+    | {"DYLD_LIBRARY_PATH", "BASH_ENV", "ENV", "PROMPT_COMMAND", "GIT_SSH", "GIT_SSH_COMMAND"}
+    | {"GIT_EXEC_PATH", "NODE_OPTIONS", "PERL5OPT", "RUBYOPT", "PYTHONSTARTUP", "PYTHONHOME"}
+    | {"IFS", "HISTFILE", "HISTSIZE", "HISTFILESIZE", "HISTCONTROL", "HISTIGNORE"}
+)
+# Set for the whole session, these also redirect code, packages or TLS trust.
+HIJACK_VARS = LOADER_VARS | {
+    "PYTHONPATH", "NODE_PATH", "PERL5LIB", "RUBYLIB", "HOME", "SHELL", "EDITOR", "VISUAL",
+    "PAGER", "GIT_PAGER", "GIT_EDITOR", "GIT_CONFIG_GLOBAL", "HTTP_PROXY", "HTTPS_PROXY",
+    "ALL_PROXY", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "NPM_CONFIG_REGISTRY",
+    "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "NODE_TLS_REJECT_UNAUTHORIZED", "GIT_SSL_NO_VERIFY",
+}  # fmt: skip
+_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?\+?=")
+_HISTORY_VARS = frozenset({"HISTFILE", "HISTSIZE", "HISTFILESIZE"})
+
+
+def check_assignment(ctx: Context, word: str, display: str, *, persistent: bool) -> None:
+    """Flag ``NAME=value`` when NAME redirects code (``persistent``: for the session)."""
+    match = _NAME.match(word)
+    if match is None:
+        return
+    name = match.group(1).upper()
+    if name in (HIJACK_VARS if persistent else LOADER_VARS):
+        if name in _HISTORY_VARS:
+            ctx.flag("risky", f"shell history change ({name}): {display}")
+        else:
+            ctx.flag("risky", f"environment hijack ({name}): {display}")
+
+
+def _export(ctx: Context, inv: Invocation, depth: int) -> None:
+    if "-n" in inv.args and inv.key == "export":
+        return  # export -n only un-exports
+    for word in inv.args:
+        check_assignment(ctx, word, inv.display, persistent=True)
+
+
+def _unset(ctx: Context, inv: Invocation, depth: int) -> None:
+    names = {w.upper() for w in operands(inv.args)}
+    if names & (_HISTORY_VARS | {"PATH"}):
+        ctx.flag("risky", f"shell history change (unset): {inv.display}")
+
+
+def _set(ctx: Context, inv: Invocation, depth: int) -> None:
+    args = list(inv.args)
+    for i, arg in enumerate(args):
+        if (arg == "+o" and args[i + 1 : i + 2] == ["history"]) or (
+            arg.startswith("+") and ("H" in arg)
+        ):
+            ctx.flag("risky", f"shell history change (set): {inv.display}")
+
+
+def _history(ctx: Context, inv: Invocation, depth: int) -> None:
+    if any(a.startswith("-") for a in inv.args):  # -c, -d, -w, -a, -r, -s: not a listing
+        ctx.flag("risky", f"shell history change (history): {inv.display}")
+
+
+SHELL_RULES: dict[str, Rule] = {
+    **dict.fromkeys(("export", "declare", "typeset", "readonly", "local"), _export),
+    "unset": _unset,
+    "set": _set,
+    "history": _history,
+}
