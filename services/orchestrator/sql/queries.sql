@@ -292,7 +292,12 @@ where session_id = $1 order by started_at;
 -- starts a task ($2) the session moves to $3 (RESEARCHING) if its state is one of $4 (the
 -- state machine's sources); and what the turn needs: the session row, whether tool calls
 -- (its own or a delegate's) are still open, whether a plan is running.
-with previous as (
+-- Committed without waiting for the WAL flush (synchronous_commit off for this statement's
+-- transaction only): nothing of the turn reaches a client before an event commits, and that
+-- commit flushes the WAL up to and including this one (see docs/decisions.md).
+with no_flush as (
+    select set_config('synchronous_commit', 'off', true) as setting
+), previous as (
     select session_id, state from orchestrator.sessions where session_id = $1 for update
 ), moved as (
     update orchestrator.sessions s
@@ -321,7 +326,7 @@ select m.session_id, m.user_id, m.title, m.system_prompt, m.current_agent,
            select 1 from orchestrator.plans p
            where p.session_id = m.session_id and p.status = 'running'
        ) as running_plan
-from moved m;
+from moved m, no_flush;
 
 -- name: end_turn
 -- The message is handled: the turn is idle, and the session moves to $2 when it may come

@@ -1,4 +1,5 @@
-"""Attaching to a session creates it on first use, also when two replicas attach at once."""
+"""The session rows: attaching creates a session on first use (also when two replicas attach
+at once); a turn's start commits without a WAL flush and leaves the connection as it was."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncpg
 import pytest
 from asyncpg import Pool
 
+from services.common.db import create_pool
 from services.orchestrator.errors import SessionNotFound
 from services.orchestrator.store import SessionStore
 
@@ -38,3 +40,22 @@ async def test_attaching_to_another_users_session_is_not_found(pool: Pool) -> No
     await store.attach("mine", "u1", "orchestrator")
     with pytest.raises(SessionNotFound):
         await store.attach("mine", "u2", "orchestrator")
+
+
+async def test_a_turn_start_is_visible_and_leaves_the_connection_flushing(
+    database_url: str,
+) -> None:
+    single = await create_pool(database_url, min_size=1, max_size=1)
+    try:
+        store = SessionStore(single)
+        await store.attach("flush", "u1", "orchestrator")
+        start = await store.begin_turn("flush", "RESEARCHING", ["INITED"])
+        assert start.session.session_id == "flush"
+        # The same (only) connection: the statement's setting did not outlive it.
+        assert await single.fetchval("show synchronous_commit") == "on"
+        row = await single.fetchrow(
+            "select turn_state, state from orchestrator.sessions where session_id = 'flush'"
+        )
+        assert (row["turn_state"], row["state"]) == ("running", "RESEARCHING")
+    finally:
+        await single.close()
