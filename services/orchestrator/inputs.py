@@ -91,7 +91,8 @@ class Inputs:
         if start is None or start.running_plan:
             await self.plans.cancel_running(sid)
         user = StoredMessage("user", message.content)
-        stored = loop.background(loop.store.add_message(sid, user))
+        # Its turn's first event commits after it (``ready``) and flushes it too.
+        stored = loop.background(loop.store.add_message(sid, user, flush=False))
         loop.budgets[sid] = Budget()
         agent, reason, confidence, method = await self.route(sid, message)
         template = loop.agents.get(agent)  # an unknown agent_type fails here, before any call

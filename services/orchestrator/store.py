@@ -135,7 +135,11 @@ class SessionStore:
             rows = await self.pool.fetch(QUERIES["list_sessions"], user_id, limit)
         return [_session(r) for r in rows]
 
-    async def add_message(self, session_id: str, message: StoredMessage) -> None:
+    async def add_message(
+        self, session_id: str, message: StoredMessage, *, flush: bool = True
+    ) -> None:
+        """Store ``message``; ``flush`` False: only when an event of the same turn will
+        commit after it (that commit flushes the WAL, this one too)."""
         async with db_errors("save message", "DB_WRITE_ERROR"):
             await self.pool.fetchrow(
                 QUERIES["add_message"],
@@ -145,6 +149,7 @@ class SessionStore:
                 message.name,
                 message.tool_calls,
                 message.tool_call_id,
+                flush,
             )
 
     async def history(self, session_id: str) -> list[StoredMessage]:

@@ -42,14 +42,18 @@ order by s.last_activity desc
 limit $2;
 
 -- name: add_message
-with inserted as (
+-- $7 false: commit without waiting for the WAL flush (a user message that starts a turn: the
+-- turn's first event commits after it and flushes it; see begin_turn).
+with flushing as (
+    select set_config('synchronous_commit', case when $7::bool then 'on' else 'off' end, true)
+), inserted as (
     insert into orchestrator.messages (session_id, role, content, name, tool_calls, tool_call_id)
     values ($1, $2, $3, $4, $5, $6)
     returning id, created_at
 ), touched as (
     update orchestrator.sessions set last_activity = now() where session_id = $1
 )
-select id, created_at from inserted;
+select id, created_at from inserted, flushing;
 
 -- name: history
 select role, content, name, tool_calls, tool_call_id, created_at
@@ -98,13 +102,17 @@ where active
 order by name, version desc;
 
 -- name: record_switch
-with s as (
+-- Committed without waiting for the WAL flush: the agent_switched event that announces the
+-- switch commits after it and flushes it (see begin_turn).
+with no_flush as (
+    select set_config('synchronous_commit', 'off', true) as setting
+), s as (
     update orchestrator.sessions
     set current_agent = $3, switch_count = switch_count + 1, last_switch_at = now()
     where session_id = $1
 )
 insert into orchestrator.agent_switches (session_id, from_agent, to_agent, reason, confidence, method)
-values ($1, $2, $3, $4, $5, $6);
+select $1, $2, $3, $4, $5, $6 from no_flush;
 
 -- name: session_agent
 select current_agent, switch_count, last_switch_at
