@@ -22,13 +22,13 @@ GRPC_OPEN_STREAMS = Gauge(
 )
 
 
-def serve_metrics(grpc_port: int, offset: int) -> int | None:
-    """Expose /metrics on grpc_port + offset (offset 0 disables); return the port."""
+def serve_metrics(grpc_port: int, offset: int, host: str = "127.0.0.1") -> int | None:
+    """Expose /metrics on host:grpc_port + offset (offset 0 disables); return the port."""
     if offset == 0 or grpc_port == 0:
         return None
     port = grpc_port + offset
     try:
-        start_http_server(port, addr="127.0.0.1")
+        start_http_server(port, addr=host)
     except OSError as error:
         # A busy metrics port must not keep the service itself from serving.
         log.warning("metrics port unavailable", extra={"fields": {"port": port, "err": str(error)}})

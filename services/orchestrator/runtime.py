@@ -17,7 +17,7 @@ from typing import Any
 from codelab.v1 import common_pb2 as pb
 from services.common.errors import ServiceError
 from services.common.logs import log_context
-from services.orchestrator import events
+from services.orchestrator import events, spans
 from services.orchestrator.agent_instance import SCRATCH
 from services.orchestrator.hub import SessionHub
 from services.orchestrator.inputs import Inputs
@@ -98,6 +98,7 @@ class Runtime:
 
     async def submit(self, session_id: str, user_id: str, item: Item) -> None:
         """Deliver one message to the session's owner (this replica when it can be)."""
+        spans.stamp(item)
         if await self._own(session_id):
             await self._local(session_id, user_id, item)
         elif isinstance(item, pb.ClientMessage):
@@ -186,6 +187,7 @@ class Runtime:
                 self.hub.forget(sid)
                 await asyncio.shield(self.ownership.release(sid))
 
+    @spans.turn
     async def _run_one(self, sid: str, user_id: str, item: Item) -> None:
         research = SessionState.RESEARCHING
         loop = self.inputs.loop
