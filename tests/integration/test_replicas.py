@@ -25,9 +25,7 @@ async def mesh(
     request: pytest.FixtureRequest, database_url: str, tmp_path: Path
 ) -> AsyncIterator[Mesh]:
     tls = mesh_tls(tmp_path / "certs") if request.param == "mtls" else {}
-    async with running_mesh(
-        database_url, multi_agent_mode=False, gateway=False, **tls
-    ) as running:
+    async with running_mesh(database_url, multi_agent_mode=False, gateway=False, **tls) as running:
         yield running
 
 
