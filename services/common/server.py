@@ -28,6 +28,9 @@ from services.common.tls import MeshTls
 log = logging.getLogger(__name__)
 
 Probe = Callable[[], Awaitable[bool]]
+LIVENESS = "liveness"
+"""Health service name that is SERVING while the process runs, whatever its dependencies
+(a liveness probe must not restart a pod because the database is away)."""
 
 # grpc's defaults (1000 pending, hard limit 3000) cancel bursts of new streams
 # when hundreds of IDEs connect at once.
@@ -80,6 +83,7 @@ class MeshServer:
         """Closers run after the server stopped (clients, pools owned by the service)."""
 
     async def start(self) -> None:
+        await self.health.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)
         await self.server.start()
         if self.health_server is not None:
             await self.health_server.start()

@@ -17,6 +17,7 @@ import websockets
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from codelab.v1 import hitl_pb2, hitl_pb2_grpc
+from services.common import healthcheck
 from services.common.db import Pool
 from services.hitl import server as hitl
 from tests.support.certs import CertFiles, make_certs
@@ -126,6 +127,10 @@ async def test_the_health_port_is_plaintext_and_serves_health_alone(
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{health_port}") as channel:
             assert await check(channel) == health_pb2.HealthCheckResponse.SERVING
+            alive = await health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service="liveness")
+            )
+            assert alive.status == health_pb2.HealthCheckResponse.SERVING
             stub = hitl_pb2_grpc.HitlStub(channel)
             with pytest.raises(grpc.aio.AioRpcError) as other:
                 await stub.ListPending(
@@ -133,5 +138,9 @@ async def test_the_health_port_is_plaintext_and_serves_health_alone(
                     metadata=(("x-internal-auth", INTERNAL_KEY),),
                 )
         assert other.value.code() == grpc.StatusCode.UNIMPLEMENTED
+        # The container health check asks the same port.
+        assert await healthcheck.serving(f"127.0.0.1:{health_port}")
     finally:
         await server.stop(0)
+    assert not await healthcheck.serving(f"127.0.0.1:{health_port}")
+    assert healthcheck.main([]) == 2
