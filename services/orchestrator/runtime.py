@@ -23,6 +23,7 @@ from services.orchestrator.hub import SessionHub
 from services.orchestrator.inputs import Inputs
 from services.orchestrator.instances import InstancePool
 from services.orchestrator.mesh_clients import Expired, HitlClient
+from services.orchestrator.metrics import SESSIONS_ACTIVE
 from services.orchestrator.ownership import Ownership
 from services.orchestrator.session_states import TERMINAL, SessionState, sources_of
 from services.orchestrator.store import SessionStore
@@ -165,6 +166,7 @@ class Runtime:
         inbox.put_nowait((user_id, item))
 
     async def _work(self, sid: str, inbox: asyncio.Queue[tuple[str, Item]]) -> None:
+        SESSIONS_ACTIVE.inc()
         with log_context(session_id=sid):
             try:
                 while True:
@@ -181,6 +183,7 @@ class Runtime:
                         # lives on for the next one.
                         log.warning("message failed", extra={"fields": {"err": error.message}})
             finally:
+                SESSIONS_ACTIVE.dec()
                 self._inboxes.pop(sid, None)
                 self._workers.pop(sid, None)
                 self._running.pop(sid, None)
