@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -234,3 +235,27 @@ def test_the_image_runs_as_a_user_and_the_command_picks_the_service() -> None:
     assert len(stages) == 2 and all(s.startswith("python:3.11-slim") for s in stages)
     assert re.search(r"^USER 10001", text, flags=re.MULTILINE)
     assert os.path.exists(ROOT / ".dockerignore")
+
+
+def test_the_dashboard_reads_metrics_the_services_export() -> None:
+    from prometheus_client import REGISTRY
+
+    import services.gateway.app
+    import services.hitl.server
+    import services.llmproxy.accounting
+    import services.orchestrator.metrics  # noqa: F401
+
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum")}
+    exported = {
+        family.name + suffix
+        for family in REGISTRY.collect()
+        for suffix in suffixes.get(family.type, ("",))
+    }
+    dashboard = json.loads((ROOT / "deploy" / "grafana" / "codelab-runtime.json").read_text())
+    used = {
+        name
+        for panel in dashboard["panels"]
+        for target in panel["targets"]
+        for name in re.findall(r"\b(codelab_\w+)", target["expr"])
+    }
+    assert len(used) >= 7 and used <= exported, used - exported
