@@ -23,8 +23,10 @@ from codelab.v1 import (
     toolsearch_pb2_grpc,
 )
 from codelab.v1 import common_pb2 as common
+from services.common import tracing
 from services.common.channels import internal_channel
 from services.common.settings import Settings
+from services.common.tls import MeshTls
 
 
 class SessionStream:
@@ -35,6 +37,10 @@ class SessionStream:
         self._send_lock = asyncio.Lock()
 
     async def send(self, message: common.ClientMessage) -> None:
+        """Send one message; with tracing on it carries the current trace context (the
+        Stream's own metadata names only the connection's)."""
+        if tracing.enabled() and not message.trace_context and not message.HasField("attach"):
+            tracing.inject(message.trace_context)
         async with self._send_lock:
             await self._call.write(message)
 
@@ -87,6 +93,7 @@ class MeshClient:
         toolsearch_addr: str = "",
         hitl_addr: str = "",
         llmproxy_addr: str = "",
+        tls: MeshTls | None = None,
     ) -> None:
         self.addresses = {
             "orchestrator": orchestrator_addr,
@@ -95,7 +102,7 @@ class MeshClient:
             "llmproxy": llmproxy_addr,
         }
         self._channels = {
-            name: internal_channel(addr, internal_api_key)
+            name: internal_channel(addr, internal_api_key, tls)
             for name, addr in self.addresses.items()
             if addr
         }
@@ -144,6 +151,7 @@ class MeshClient:
             toolsearch_addr=settings.toolsearch_addr,
             hitl_addr=settings.hitl_addr,
             llmproxy_addr=settings.llmproxy_addr,
+            tls=MeshTls.from_settings(settings),
         )
 
     async def open_stream(

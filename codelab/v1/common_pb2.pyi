@@ -899,6 +899,26 @@ Global___Rejected: _TypeAlias = Rejected  # noqa: Y015
 class ClientMessage(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class TraceContextEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     ATTACH_FIELD_NUMBER: _builtins.int
     USER_MESSAGE_FIELD_NUMBER: _builtins.int
     TOOL_RESULT_FIELD_NUMBER: _builtins.int
@@ -907,6 +927,7 @@ class ClientMessage(_message.Message):
     PLAN_DECISION_FIELD_NUMBER: _builtins.int
     CANCEL_FIELD_NUMBER: _builtins.int
     REJECTED_FIELD_NUMBER: _builtins.int
+    TRACE_CONTEXT_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def attach(self) -> Global___Attach: ...
     @_builtins.property
@@ -923,6 +944,12 @@ class ClientMessage(_message.Message):
     def cancel(self) -> Global___Cancel: ...
     @_builtins.property
     def rejected(self) -> Global___Rejected: ...
+    @_builtins.property
+    def trace_context(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """W3C trace context (traceparent, tracestate) of the work this message starts: a
+        Stream carries many turns, so each message names its own trace. Empty: untraced.
+        """
+
     def __init__(
         self,
         *,
@@ -934,10 +961,11 @@ class ClientMessage(_message.Message):
         plan_decision: Global___PlanDecision | None = ...,
         cancel: Global___Cancel | None = ...,
         rejected: Global___Rejected | None = ...,
+        trace_context: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["attach", b"attach", "cancel", b"cancel", "hitl_decision", b"hitl_decision", "message", b"message", "plan_decision", b"plan_decision", "rejected", b"rejected", "switch_agent", b"switch_agent", "tool_result", b"tool_result", "user_message", b"user_message"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attach", b"attach", "cancel", b"cancel", "hitl_decision", b"hitl_decision", "message", b"message", "plan_decision", b"plan_decision", "rejected", b"rejected", "switch_agent", b"switch_agent", "tool_result", b"tool_result", "user_message", b"user_message"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attach", b"attach", "cancel", b"cancel", "hitl_decision", b"hitl_decision", "message", b"message", "plan_decision", b"plan_decision", "rejected", b"rejected", "switch_agent", b"switch_agent", "tool_result", b"tool_result", "trace_context", b"trace_context", "user_message", b"user_message"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_message: _TypeAlias = _typing.Literal["attach", "user_message", "tool_result", "switch_agent", "hitl_decision", "plan_decision", "cancel", "rejected"]  # noqa: Y015
     _WhichOneofArgType_message: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015

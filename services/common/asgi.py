@@ -41,8 +41,10 @@ async def running_asgi(
     sock: socket.socket | None = None,
     lifespan: Literal["auto", "on", "off"] = "off",
     name: str = "asgi",
+    tls: tuple[str, str] | None = None,
 ) -> AsyncIterator[int]:
-    """Serve ``app`` for the duration of the block; yields the port."""
+    """Serve ``app`` for the duration of the block; yields the port. ``tls`` is a
+    (certificate, key) pair of PEM files: HTTPS and WSS."""
     sock = sock or bind_free_port()
     port = int(sock.getsockname()[1])
     config = uvicorn.Config(
@@ -51,6 +53,8 @@ async def running_asgi(
         log_config=None,
         access_log=False,
         timeout_graceful_shutdown=1,
+        ssl_certfile=tls[0] if tls else None,
+        ssl_keyfile=tls[1] if tls else None,
         **WS_OPTIONS,
     )
     server = _InProcessServer(config)

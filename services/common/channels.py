@@ -1,4 +1,5 @@
-"""Client channels between services: internal auth on every call, round robin."""
+"""Client channels between services: internal auth on every call, round robin, TLS when
+configured (services/common/tls.py), trace context when tracing is on."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ from typing import Any
 import grpc
 from grpc import aio
 
+from services.common import tracing
 from services.common.interceptors import AUTH_KEY
+from services.common.settings import Settings
+from services.common.tls import MeshTls
 
 CHANNEL_OPTIONS = (
     ("grpc.lb_policy_name", "round_robin"),
@@ -70,14 +74,28 @@ def target(addresses: str) -> str:
     return "ipv4:" + ",".join(parts)
 
 
-def internal_channel(addresses: str, key: str) -> aio.Channel:
-    """An insecure (mesh-internal) channel that authenticates every call."""
-    return aio.insecure_channel(
+def internal_channel(addresses: str, key: str, tls: MeshTls | None = None) -> aio.Channel:
+    """A mesh-internal channel that authenticates every call; TLS when ``tls`` is given."""
+    interceptors = [
+        *tracing.client_interceptors(),
+        *(kind(key) for kind in (_UnaryUnary, _UnaryStream, _StreamUnary, _StreamStream)),
+    ]
+    if tls is None:
+        return aio.insecure_channel(
+            target(addresses), options=CHANNEL_OPTIONS, interceptors=interceptors
+        )
+    return aio.secure_channel(
         target(addresses),
+        tls.channel_credentials(),
         options=CHANNEL_OPTIONS,
-        interceptors=[
-            kind(key) for kind in (_UnaryUnary, _UnaryStream, _StreamUnary, _StreamStream)
-        ],
+        interceptors=interceptors,
+    )
+
+
+def mesh_channel(settings: Settings, addresses: str) -> aio.Channel:
+    """The channel a service opens to another: its key, its TLS material."""
+    return internal_channel(
+        addresses, settings.require_internal_key(), MeshTls.from_settings(settings)
     )
 
 

@@ -1,7 +1,8 @@
 """JSON-lines logging with the session and call in scope.
 
 ``log_context(session_id=..., call_id=...)`` binds ids in a contextvar so every
-line logged inside a turn carries them without threading them through calls.
+line logged inside a turn carries them without threading them through calls; with
+tracing on, a line logged inside a span carries its ``trace_id`` and ``span_id``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import sys
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from types import MappingProxyType
+
+from services.common.tracing import current_ids
 
 _context: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar(
     "codelab_log_context", default=MappingProxyType({})
@@ -52,6 +55,9 @@ class JsonFormatter(logging.Formatter):
             "msg": record.getMessage(),
             **_context.get(),
         }
+        ids = current_ids()
+        if ids is not None:
+            line["trace_id"], line["span_id"] = ids
         fields = getattr(record, "fields", None)
         if isinstance(fields, dict):
             line.update(fields)

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
+from services.common import tracing
 from services.common.db import Pool, create_pool
 from services.common.embedded_pg import resolve_database
 from services.common.logs import configure_logging
@@ -40,6 +41,7 @@ async def run_service(
 ) -> None:
     """Serve ``name`` on ``address`` until SIGTERM/SIGINT."""
     configure_logging(name, settings.log_level)
+    tracing.configure(name, settings)
     dsn, embedded = await resolve_database(settings)
     pool = await create_pool(dsn)
     try:
@@ -52,6 +54,7 @@ async def run_service(
         await pool.close()
         if embedded is not None:
             embedded.stop()
+        tracing.shutdown()
         log.info("stopped")
 
 

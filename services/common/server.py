@@ -1,7 +1,9 @@
 """One factory for every gRPC service: interceptors, health, reflection, limits.
 
 Health starts NOT_SERVING and a readiness loop flips it to SERVING only while
-every readiness probe (database, dependencies) answers.
+every readiness probe (database, dependencies) answers. With GRPC_TLS_* the port speaks
+TLS; GRPC_HEALTH_PORT adds a plaintext port that serves health alone (kubelet's gRPC
+probes speak no TLS).
 """
 
 from __future__ import annotations
@@ -18,12 +20,17 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
+from services.common import tracing
 from services.common.interceptors import AuthInterceptor, ObservingInterceptor
 from services.common.settings import Settings
+from services.common.tls import MeshTls
 
 log = logging.getLogger(__name__)
 
 Probe = Callable[[], Awaitable[bool]]
+LIVENESS = "liveness"
+"""Health service name that is SERVING while the process runs, whatever its dependencies
+(a liveness probe must not restart a pod because the database is away)."""
 
 # grpc's defaults (1000 pending, hard limit 3000) cancel bursts of new streams
 # when hundreds of IDEs connect at once.
@@ -57,10 +64,18 @@ class ServiceDeps:
 class MeshServer:
     """A started-on-demand gRPC server with health that follows readiness."""
 
-    def __init__(self, server: aio.Server, health: HealthServicer, deps: ServiceDeps) -> None:
+    def __init__(
+        self,
+        server: aio.Server,
+        health: HealthServicer,
+        deps: ServiceDeps,
+        health_server: aio.Server | None = None,
+    ) -> None:
         self.server = server
         self.health = health
         self.deps = deps
+        self.health_server = health_server
+        """The plaintext health-only server (GRPC_HEALTH_PORT), when there is one."""
         self._loop_task: asyncio.Task[None] | None = None
         self._stopping = False
         self.serving = False
@@ -68,7 +83,10 @@ class MeshServer:
         """Closers run after the server stopped (clients, pools owned by the service)."""
 
     async def start(self) -> None:
+        await self.health.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)
         await self.server.start()
+        if self.health_server is not None:
+            await self.health_server.start()
         await self._probe_once()
         self._loop_task = asyncio.create_task(self._probe_loop(), name="readiness")
 
@@ -108,6 +126,8 @@ class MeshServer:
                 await self._loop_task
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace)
+        if self.health_server is not None:
+            await self.health_server.stop(0)
         for close in reversed(self.on_stop):
             await close()
 
@@ -121,6 +141,7 @@ def create_server(
     """Build the server for ``deps`` bound to ``address``; port 0 picks a free port."""
     server = aio.server(
         interceptors=(
+            *tracing.server_interceptors(),
             AuthInterceptor(settings.require_internal_key()),
             ObservingInterceptor(deps.name),
         ),
@@ -137,10 +158,27 @@ def create_server(
         ),
         server,
     )
-    port = server.add_insecure_port(address)
+    tls = MeshTls.from_settings(settings)
+    if tls is None:
+        port = server.add_insecure_port(address)
+    else:
+        port = server.add_secure_port(address, tls.server_credentials())
     if port == 0:
         raise OSError(f"could not bind {address}")
-    return MeshServer(server, health, deps), port
+    health_server = None
+    if settings.grpc_health_port:
+        health_server = health_only_server(health, address, settings.grpc_health_port)
+    return MeshServer(server, health, deps, health_server), port
+
+
+def health_only_server(health: HealthServicer, address: str, port: int) -> aio.Server:
+    """A plaintext server on ``port`` (same host as ``address``) serving only health."""
+    server = aio.server()
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    host = address.rpartition(":")[0]
+    if server.add_insecure_port(f"{host}:{port}") == 0:
+        raise OSError(f"could not bind the health port {host}:{port}")
+    return server
 
 
 async def run_until_signal(server: MeshServer, grace: float = 5.0) -> None:

@@ -66,6 +66,19 @@ def _host(env: Mapping[str, str], name: str, default: str) -> str:
     return value.strip("[]")  # [::1] and ::1 both name the IPv6 loopback
 
 
+def _path(env: Mapping[str, str], name: str) -> Path | None:
+    raw = env.get(name)
+    return Path(raw) if raw else None
+
+
+def _tls_pair(env: Mapping[str, str], cert: str, key: str, prefix: str) -> dict[str, Path | None]:
+    """A certificate and its key come together or not at all."""
+    cert_path, key_path = _path(env, cert), _path(env, key)
+    if (cert_path is None) != (key_path is None):
+        raise SettingsError(f"{cert} and {key} must be set together")
+    return {f"{prefix}_cert": cert_path, f"{prefix}_key": key_path}
+
+
 def parse_api_keys(raw: str) -> dict[str, str]:
     """``key:user,key2:user2`` -> {key: user}."""
     keys: dict[str, str] = {}
@@ -131,6 +144,26 @@ class Settings:
     """METRICS_HOST: the address the Prometheus endpoint binds (loopback unless opened up)."""
     log_level: str = "INFO"
     """LOG_LEVEL."""
+    grpc_tls_cert: Path | None = None
+    """GRPC_TLS_CERT: PEM certificate this process presents; with GRPC_TLS_KEY turns TLS on."""
+    grpc_tls_key: Path | None = None
+    """GRPC_TLS_KEY: PEM private key of GRPC_TLS_CERT."""
+    grpc_tls_ca: Path | None = None
+    """GRPC_TLS_CA: PEM bundle peers must chain to; set: mutual TLS (clients show their cert)."""
+    grpc_health_port: int = 0
+    """GRPC_HEALTH_PORT: a plaintext port serving only grpc.health.v1 (kubelet probes speak
+    no TLS); 0: health on the service port only."""
+    gateway_tls_cert: Path | None = None
+    """GATEWAY_TLS_CERT: PEM certificate of the gateway's HTTPS/WSS listener."""
+    gateway_tls_key: Path | None = None
+    """GATEWAY_TLS_KEY: its private key."""
+    otel_endpoint: str | None = None
+    """OTEL_EXPORTER_OTLP_ENDPOINT: OTLP/gRPC collector; set: traces are exported, else off."""
+
+    @property
+    def grpc_tls(self) -> bool:
+        """True when the mesh's gRPC links use TLS."""
+        return self.grpc_tls_cert is not None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -140,6 +173,8 @@ class Settings:
             _address({"ORCHESTRATOR_ADDR": addr.strip()}, "ORCHESTRATOR_ADDR", "")
             if i > 32:
                 raise SettingsError("ORCHESTRATOR_ADDR lists too many replicas")
+        if env.get("GRPC_TLS_CA") and not env.get("GRPC_TLS_CERT"):
+            raise SettingsError("GRPC_TLS_CA needs GRPC_TLS_CERT and GRPC_TLS_KEY (mutual TLS)")
         level = (env.get("LOG_LEVEL") or cls.log_level).upper()
         if level not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
             raise SettingsError(f"LOG_LEVEL must be DEBUG/INFO/WARNING/ERROR, got {level!r}")
@@ -175,6 +210,11 @@ class Settings:
             metrics_port_offset=_port(env, "METRICS_PORT_OFFSET", cls.metrics_port_offset),
             metrics_host=_host(env, "METRICS_HOST", cls.metrics_host),
             log_level=level,
+            **_tls_pair(env, "GRPC_TLS_CERT", "GRPC_TLS_KEY", "grpc_tls"),
+            grpc_tls_ca=_path(env, "GRPC_TLS_CA"),
+            grpc_health_port=_port(env, "GRPC_HEALTH_PORT", cls.grpc_health_port),
+            **_tls_pair(env, "GATEWAY_TLS_CERT", "GATEWAY_TLS_KEY", "gateway_tls"),
+            otel_endpoint=env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None,
         )
 
     def require_internal_key(self) -> str:

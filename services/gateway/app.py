@@ -14,6 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, generate_late
 
 from clients.python import MeshClient
 from codelab.v1 import runtime_pb2
+from services.common import tracing
 from services.common.settings import Settings
 from services.gateway import openai_api
 from services.gateway.admin import install_admin
@@ -165,4 +166,5 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
+    tracing.instrument_app(app)
     return app

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uvicorn
 
 from clients.python import MeshClient
+from services.common import tracing
 from services.common.asgi import WS_OPTIONS
 from services.common.logs import configure_logging
 from services.common.settings import Settings
@@ -15,6 +16,7 @@ from services.gateway.auth import check_bind
 async def serve(settings: Settings) -> None:
     configure_logging("gateway", settings.log_level)
     check_bind(settings)
+    tracing.configure("gateway", settings)
     app = create_app(settings, MeshClient.from_settings(settings))
     config = uvicorn.Config(
         app,
@@ -23,7 +25,12 @@ async def serve(settings: Settings) -> None:
         log_config=None,
         ws_ping_interval=20,
         timeout_graceful_shutdown=10,
+        ssl_certfile=settings.gateway_tls_cert,
+        ssl_keyfile=settings.gateway_tls_key,
         **WS_OPTIONS,
     )
     # uvicorn handles SIGTERM/SIGINT: stop accepting, finish requests, run lifespan exit.
-    await uvicorn.Server(config).serve()
+    try:
+        await uvicorn.Server(config).serve()
+    finally:
+        tracing.shutdown()

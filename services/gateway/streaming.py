@@ -13,6 +13,7 @@ from starlette.websockets import WebSocket, WebSocketState
 
 from clients.python import SessionStream
 from codelab.v1 import common_pb2 as pb
+from services.common import tracing
 from services.gateway.event_json import dumps
 from services.gateway.mesh import WS_CLOSE_UNAVAILABLE, describe
 from services.gateway.translate import ProtocolError, event_to_json, local_error, parse_text
@@ -59,7 +60,10 @@ async def websocket_session(stream: SessionStream, websocket: WebSocket, session
             except ProtocolError as error:
                 message = rejected(error)
             try:
-                await stream.send(message)
+                # Each IDE message is a trace of its own, linked to the connection's.
+                kind = message.WhichOneof("message") or "empty"
+                with tracing.new_trace(f"ide {kind}", {"codelab.session_id": session_id}):
+                    await stream.send(message)
             except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
                 return  # the pump reports the failure and closes the socket
     finally:

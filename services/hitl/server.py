@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from prometheus_client import Gauge
+
 from codelab.v1 import hitl_pb2_grpc as pb_grpc
-from services.common import db
+from services.common.db import Pool
+from services.common.errors import ServiceError
 from services.common.runner import run_service
 from services.common.server import MeshServer, ServiceDeps, create_server
 from services.common.settings import Settings
@@ -12,15 +15,24 @@ from services.hitl.servicer import SERVICE_NAME, HitlServicer
 from services.hitl.store import SQL_DIR, ApprovalStore
 
 MIGRATIONS = (("hitl", SQL_DIR / "migrations"),)
+APPROVALS_WAITING = Gauge(
+    "codelab_approvals_waiting", "Approvals waiting for a human (all sessions, from Postgres)"
+)
 
 
-async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshServer, int]:
+async def build(settings: Settings, pool: Pool, address: str) -> tuple[MeshServer, int]:
     """The hitl server over ``pool``; it answers only while its database does."""
-    approvals = Approvals(ApprovalStore(pool), default_timeout=settings.hitl_timeout)
+    store = ApprovalStore(pool)
+    approvals = Approvals(store, default_timeout=settings.hitl_timeout)
     servicer = HitlServicer(approvals)
 
     async def database_answers() -> bool:
-        return await db.ping(pool)
+        # The readiness query doubles as the gauge's refresh (once per probe interval).
+        try:
+            APPROVALS_WAITING.set(await store.count_pending())
+        except ServiceError:
+            return False
+        return True
 
     deps = ServiceDeps(
         name="hitl",

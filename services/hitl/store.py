@@ -117,6 +117,11 @@ class ApprovalStore:
             row = await self.pool.fetchrow(QUERIES["get_approval"], call_id)
         return None if row is None else _approval(row)
 
+    async def count_pending(self) -> int:
+        """Approvals waiting for a human, every session."""
+        async with db_errors("count approvals", "DB_READ_ERROR"):
+            return int(await self.pool.fetchval(QUERIES["count_pending"]))
+
     async def list_pending(self, session_id: str) -> list[ApprovalRow]:
         async with db_errors("list approvals", "DB_READ_ERROR"):
             rows = await self.pool.fetch(QUERIES["list_pending"], session_id)

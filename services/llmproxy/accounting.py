@@ -7,11 +7,24 @@ import logging
 import time
 from collections.abc import AsyncIterator
 
+from prometheus_client import Counter, Histogram
+
 from services.common.errors import ServiceError
 from services.llmproxy.store import RequestRecord, UsageStore
 from services.llmproxy.upstream import Chunk, CompletionRequest, Finished, Upstream
 
 log = logging.getLogger(__name__)
+
+TTFT = Histogram(
+    "codelab_llm_ttft_seconds",
+    "Time from the upstream request to its first streamed output",
+    ["purpose"],
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+TOKENS = Counter("codelab_llm_tokens_total", "Tokens reported by the upstream", ["kind"])
+REQUESTS = Counter(
+    "codelab_llm_requests_total", "Upstream completions by outcome", ["purpose", "error_code"]
+)
 
 
 class AccountedUpstream:
@@ -27,10 +40,14 @@ class AccountedUpstream:
         started = time.perf_counter()
         finished: Finished | None = None
         error_code: str | None = "CANCELLED"
+        waiting_first = True
         try:
             async for chunk in self.upstream.complete(request):
                 if isinstance(chunk, Finished):
                     finished = chunk
+                elif waiting_first:
+                    waiting_first = False
+                    TTFT.labels(purpose).observe(time.perf_counter() - started)
                 yield chunk
             error_code = None
         except ServiceError as error:
@@ -50,6 +67,9 @@ class AccountedUpstream:
                 completion_tokens=finished.completion_tokens if finished else 0,
                 with_tools=bool(request.tools),
             )
+            REQUESTS.labels(purpose, error_code or "").inc()
+            TOKENS.labels("prompt").inc(record.prompt_tokens)
+            TOKENS.labels("completion").inc(record.completion_tokens)
             # Shielded: a caller that hangs up mid-stream still costs tokens.
             await asyncio.shield(self._record(record))
 

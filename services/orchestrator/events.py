@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 from codelab.v1 import common_pb2 as pb
+from services.orchestrator.metrics import ERRORS
 
 
 def new_id(prefix: str) -> str:
@@ -40,6 +41,7 @@ def error(
     step_id: str | None = None,
 ) -> pb.ServerEvent:
     """An error event; ``code`` is a codelab.v1.ErrorCode name."""
+    ERRORS.labels(code).inc()
     event = pb.ErrorEvent(content=content, error_code=pb.ErrorCode.Value(code))
     if details:
         event.details_json = json.dumps(details, default=str)

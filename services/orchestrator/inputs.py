@@ -12,7 +12,7 @@ import logging
 
 from codelab.v1 import common_pb2 as pb
 from services.common.errors import ServiceError
-from services.orchestrator import events
+from services.orchestrator import events, spans
 from services.orchestrator.arguments import validate_arguments
 from services.orchestrator.file_rules import check_paths
 from services.orchestrator.ledger import LedgerCall
@@ -172,6 +172,7 @@ class Inputs:
             await self.loop.complete(call, content)
         await self.loop.advance(call.session_id)  # a delegated child's call resumes the child
 
+    @spans.approval_decision
     async def hitl_decision(self, sid: str, user_id: str, decision: pb.HitlDecision) -> None:
         loop = self.loop
         call = await loop.ledger.find(sid, decision.call_id)
@@ -245,6 +246,7 @@ class Inputs:
         await self.plans.cancel_running(sid)
         await self.loop.emit(sid, events.done("cancelled"))
 
+    @spans.approval_expired
     async def expired(self, item: Expired) -> None:
         """hitl expired an approval: the model is told and goes on."""
         call = await self.loop.ledger.get(item.session_id, item.call_id)

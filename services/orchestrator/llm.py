@@ -16,6 +16,7 @@ from codelab.v1 import llmproxy_pb2 as pb
 from codelab.v1 import llmproxy_pb2_grpc as pb_grpc
 from services.common.channels import error_code
 from services.common.errors import ErrorKind, ServiceError
+from services.orchestrator import spans
 from services.orchestrator.store import StoredMessage
 from services.orchestrator.toolbox import ToolSpec
 
@@ -82,6 +83,7 @@ class LlmClient:
         self.stub = stub
         self.deadline = deadline
 
+    @spans.model_call
     async def complete(
         self,
         session_id: str,

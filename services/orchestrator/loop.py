@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from services.common.errors import ServiceError
-from services.orchestrator import events
+from services.orchestrator import events, spans
 from services.orchestrator.agent_instance import SCRATCH
 from services.orchestrator.arguments import validate_arguments
 from services.orchestrator.delegation import Delegation
@@ -332,6 +332,7 @@ class AgentLoop:
             system += "\n\n" + session.system_prompt
         return [StoredMessage("system", system), *history]
 
+    @spans.tool_call
     async def process(self, call: LedgerCall, budget: Budget) -> bool:
         """Validate and route one proposed call; True when the session now waits."""
         sid = call.session_id

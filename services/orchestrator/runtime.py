@@ -17,12 +17,13 @@ from typing import Any
 from codelab.v1 import common_pb2 as pb
 from services.common.errors import ServiceError
 from services.common.logs import log_context
-from services.orchestrator import events
+from services.orchestrator import events, spans
 from services.orchestrator.agent_instance import SCRATCH
 from services.orchestrator.hub import SessionHub
 from services.orchestrator.inputs import Inputs
 from services.orchestrator.instances import InstancePool
 from services.orchestrator.mesh_clients import Expired, HitlClient
+from services.orchestrator.metrics import SESSIONS_ACTIVE
 from services.orchestrator.ownership import Ownership
 from services.orchestrator.session_states import TERMINAL, SessionState, sources_of
 from services.orchestrator.store import SessionStore
@@ -98,6 +99,7 @@ class Runtime:
 
     async def submit(self, session_id: str, user_id: str, item: Item) -> None:
         """Deliver one message to the session's owner (this replica when it can be)."""
+        spans.stamp(item)
         if await self._own(session_id):
             await self._local(session_id, user_id, item)
         elif isinstance(item, pb.ClientMessage):
@@ -164,6 +166,7 @@ class Runtime:
         inbox.put_nowait((user_id, item))
 
     async def _work(self, sid: str, inbox: asyncio.Queue[tuple[str, Item]]) -> None:
+        SESSIONS_ACTIVE.inc()
         with log_context(session_id=sid):
             try:
                 while True:
@@ -180,12 +183,14 @@ class Runtime:
                         # lives on for the next one.
                         log.warning("message failed", extra={"fields": {"err": error.message}})
             finally:
+                SESSIONS_ACTIVE.dec()
                 self._inboxes.pop(sid, None)
                 self._workers.pop(sid, None)
                 self._running.pop(sid, None)
                 self.hub.forget(sid)
                 await asyncio.shield(self.ownership.release(sid))
 
+    @spans.turn
     async def _run_one(self, sid: str, user_id: str, item: Item) -> None:
         research = SessionState.RESEARCHING
         loop = self.inputs.loop

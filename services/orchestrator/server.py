@@ -8,7 +8,7 @@ from grpc import aio
 
 from codelab.v1 import admin_pb2_grpc, hitl_pb2_grpc, llmproxy_pb2_grpc, toolsearch_pb2_grpc
 from services.common import db
-from services.common.channels import internal_channel
+from services.common.channels import mesh_channel
 from services.common.probes import health_probe
 from services.common.runner import run_service
 from services.common.server import MeshServer, ServiceDeps, create_server
@@ -44,9 +44,8 @@ MIGRATIONS = (("orchestrator", SQL_DIR / "migrations"),)
 
 async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshServer, int]:
     """The orchestrator over ``pool``, calling llmproxy, hitl and toolsearch."""
-    key = settings.require_internal_key()
     channels = {
-        name: internal_channel(addr, key)
+        name: mesh_channel(settings, addr)
         for name, addr in (
             ("llmproxy", settings.llmproxy_addr),
             ("hitl", settings.hitl_addr),

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from services.common.settings import Settings, SettingsError
+from services.common.tls import MeshTls
 from services.supervisor.readiness import Probe, dial_host, grpc_serving, http_ok
 
 SCRIPTED_MODEL = "scripted_model"
@@ -141,12 +142,19 @@ def build_plan(
         argv = [sys.executable, "-m", f"services.{name}"]
         return ChildSpec(name=name, argv=argv, env={**shared, **extra_env}, ready=ready)
 
-    gateway_base = f"http://{dial_host(settings.gateway_host)}:{settings.gateway_port}"
+    scheme = "https" if settings.gateway_tls_cert else "http"
+    gateway_base = f"{scheme}://{dial_host(settings.gateway_host)}:{settings.gateway_port}"
+    tls = MeshTls.from_settings(settings)
+    credentials = tls.channel_credentials() if tls is not None else None
+
+    def grpc_probe(address: str) -> Probe:
+        return grpc_serving(address, credentials=credentials)
+
     probes: dict[str, Callable[[], Probe]] = {
-        "toolsearch": lambda: grpc_serving(settings.toolsearch_addr),
-        "hitl": lambda: grpc_serving(settings.hitl_addr),
-        "llmproxy": lambda: grpc_serving(settings.llmproxy_addr),
-        "orchestrator": lambda: grpc_serving(settings.orchestrator_addr),
+        "toolsearch": lambda: grpc_probe(settings.toolsearch_addr),
+        "hitl": lambda: grpc_probe(settings.hitl_addr),
+        "llmproxy": lambda: grpc_probe(settings.llmproxy_addr),
+        "orchestrator": lambda: grpc_probe(settings.orchestrator_addr),
         "gateway": lambda: http_ok(f"{gateway_base}/health"),
     }
     children: list[ChildSpec] = []
@@ -171,8 +179,10 @@ def render_banner(plan: Plan) -> str:
     lines = ["CodeLab Agent Runtime is up"]
     if "gateway" in names:
         base = f"{dial_host(s.gateway_host)}:{s.gateway_port}"
+        secure = "s" if s.gateway_tls_cert else ""
         lines.append(
-            f"  gateway      http://{base}  (WebSocket ws://{base}/ws/{{session_id}}, "
+            f"  gateway      http{secure}://{base}  "
+            f"(WebSocket ws{secure}://{base}/ws/{{session_id}}, "
             "docs /docs, health /health, metrics /metrics)"
         )
     addresses = {

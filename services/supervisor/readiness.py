@@ -39,15 +39,26 @@ def dial_address(address: str) -> str:
     return f"{dial_host(host)}:{port}"
 
 
-def grpc_serving(address: str, *, timeout: float = ATTEMPT_TIMEOUT) -> Probe:
-    """Probe: ``grpc.health.v1.Health/Check`` for the whole server ("") says SERVING."""
+def grpc_serving(
+    address: str,
+    *,
+    timeout: float = ATTEMPT_TIMEOUT,
+    credentials: grpc.ChannelCredentials | None = None,
+) -> Probe:
+    """Probe: ``grpc.health.v1.Health/Check`` for the whole server ("") says SERVING
+    (over TLS with ``credentials``)."""
     target = dial_address(address)
+
+    def channel() -> aio.Channel:
+        if credentials is None:
+            return aio.insecure_channel(target)
+        return aio.secure_channel(target, credentials)
 
     async def probe() -> bool:
         # A fresh channel per attempt: a channel created before the server
         # listened would otherwise sit in reconnect backoff and lag behind.
-        async with aio.insecure_channel(target) as channel:
-            stub = health_pb2_grpc.HealthStub(channel)
+        async with channel() as channel_:
+            stub = health_pb2_grpc.HealthStub(channel_)
             try:
                 reply = await stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout)
             except grpc.RpcError as exc:
@@ -63,7 +74,11 @@ def http_ok(url: str, *, timeout: float = ATTEMPT_TIMEOUT) -> Probe:
 
     async def probe() -> bool:
         # trust_env=False: a corporate HTTP(S)_PROXY must not intercept loopback probes.
-        async with httpx.AsyncClient(timeout=timeout, trust_env=False) as client:
+        # An https URL is our own child on loopback, whose certificate names the public
+        # host: the probe asks only "does it answer", so it does not check the name.
+        async with httpx.AsyncClient(
+            timeout=timeout, trust_env=False, verify=not url.startswith("https://")
+        ) as client:
             try:
                 response = await client.get(url)
             except httpx.HTTPError as exc:

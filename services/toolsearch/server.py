@@ -9,7 +9,7 @@ from typing import cast
 from codelab.v1 import llmproxy_pb2_grpc
 from codelab.v1 import toolsearch_pb2_grpc as pb_grpc
 from services.common import db
-from services.common.channels import internal_channel
+from services.common.channels import mesh_channel
 from services.common.runner import run_service
 from services.common.server import MeshServer, ServiceDeps, create_server
 from services.common.settings import Settings
@@ -35,7 +35,7 @@ async def build(
     closers: list[Callable[[], Awaitable[None]]] = []
     embedder: Embedder
     if config.embeddings == "llmproxy":
-        channel = internal_channel(settings.llmproxy_addr, settings.require_internal_key())
+        channel = mesh_channel(settings, settings.llmproxy_addr)
         stub = cast("llmproxy_pb2_grpc.LlmProxyAsyncStub", llmproxy_pb2_grpc.LlmProxyStub(channel))
         embedder = MemoEmbedder(LlmProxyEmbedder(stub, settings.embedding_model))
         closers.append(channel.close)

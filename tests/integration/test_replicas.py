@@ -1,4 +1,5 @@
-"""Two orchestrator replicas on one database: one owner per session, hand-over, take-over."""
+"""Two orchestrator replicas on one database: one owner per session, hand-over, take-over;
+each test runs over plaintext and over mutual TLS."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import asyncio
 import dataclasses
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,12 +16,16 @@ from clients.python import MeshClient, SessionStream
 from codelab.v1 import common_pb2 as pb
 from services.common.db import create_pool
 from services.orchestrator import server as orchestrator
+from tests.support.certs import mesh_tls
 from tests.support.mesh import Mesh, running_mesh, wait_serving
 
 
-@pytest.fixture
-async def mesh(database_url: str) -> AsyncIterator[Mesh]:
-    async with running_mesh(database_url, multi_agent_mode=False, gateway=False) as running:
+@pytest.fixture(params=["plaintext", "mtls"])
+async def mesh(
+    request: pytest.FixtureRequest, database_url: str, tmp_path: Path
+) -> AsyncIterator[Mesh]:
+    tls = mesh_tls(tmp_path / "certs") if request.param == "mtls" else {}
+    async with running_mesh(database_url, multi_agent_mode=False, gateway=False, **tls) as running:
         yield running
 
 

@@ -11,13 +11,10 @@ import asyncpg
 
 from services.common.db import create_pool
 from services.common.runner import migrate
-from services.hitl.server import MIGRATIONS as HITL
-from services.llmproxy.server import MIGRATIONS as LLMPROXY
-from services.orchestrator.server import MIGRATIONS as ORCHESTRATOR
-from services.toolsearch.server import MIGRATIONS as TOOLSEARCH
+from services.migrate import all_migrations
 
 TEMPLATE = "codelab_template"
-ALL_MIGRATIONS: Sequence[tuple[str, Path]] = (*ORCHESTRATOR, *LLMPROXY, *TOOLSEARCH, *HITL)
+ALL_MIGRATIONS: Sequence[tuple[str, Path]] = tuple(all_migrations())
 
 
 def with_database(dsn: str, name: str) -> str:

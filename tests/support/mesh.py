@@ -42,7 +42,7 @@ class Mesh:
         return self.model.state
 
     def ws_url(self, session_id: str, query: str = "") -> str:
-        base = self.gateway_url.replace("http://", "ws://")
+        base = self.gateway_url.replace("http", "ws", 1)
         return f"{base}/ws/{session_id}" + (f"?{query}" if query else "")
 
 
@@ -97,10 +97,12 @@ async def running_mesh(
                 yield mesh
                 return
             gateway_client = MeshClient.from_settings(settings)
+            cert, key = settings.gateway_tls_cert, settings.gateway_tls_key
+            tls = (str(cert), str(key)) if cert and key else None
             async with running_asgi(
-                create_app(settings, gateway_client), lifespan="on", name="gateway"
+                create_app(settings, gateway_client), lifespan="on", name="gateway", tls=tls
             ) as port:
-                mesh.gateway_url = f"http://127.0.0.1:{port}"
+                mesh.gateway_url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
                 yield mesh
         finally:
             if client is not None:

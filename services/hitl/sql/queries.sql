@@ -10,6 +10,9 @@ returning *;
 -- name: get_approval
 select * from hitl.approvals where call_id = $1;
 
+-- name: count_pending
+select count(*) from hitl.approvals where status = 'pending' and expires_at > now();
+
 -- name: list_pending
 select * from hitl.approvals
 where session_id = $1 and status = 'pending' and expires_at > now()

@@ -1,0 +1,10 @@
+"""The orchestrator's Prometheus figures beyond the per-RPC ones (services/common/metrics.py)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge
+
+SESSIONS_ACTIVE = Gauge(
+    "codelab_sessions_active", "Sessions with a worker on this replica (owned, recently used)"
+)
+ERRORS = Counter("codelab_errors_total", "Error events sent to clients, by spec code", ["code"])
