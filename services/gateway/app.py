@@ -14,16 +14,22 @@ from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, generate_late
 
 from clients.python import MeshClient
 from codelab.v1 import runtime_pb2
+from services.common.channels import error_details
 from services.common.settings import Settings
 from services.gateway import openai_api
 from services.gateway.admin import install_admin
-from services.gateway.auth import Authenticator, Unauthorized
-from services.gateway.mesh import WS_CLOSE_POLICY, WS_CLOSE_UNAVAILABLE, describe
+from services.gateway.auth import Authenticator, Forbidden, Unauthorized
+from services.gateway.mesh import (
+    WS_CLOSE_POLICY,
+    WS_CLOSE_UNAVAILABLE,
+    describe,
+    error_event,
+    retry_headers,
+)
 from services.gateway.rest import build_router
 from services.gateway.streaming import sse_events, websocket_session
 from services.gateway.translate import (
     ProtocolError,
-    local_error,
     normalise_stream_body,
     parse_client_message,
 )
@@ -57,6 +63,10 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
     async def unauthorized(_: Request, error: Unauthorized) -> JSONResponse:
         return JSONResponse(error_body("UNAUTHORIZED", str(error)), status_code=401)
 
+    @app.exception_handler(Forbidden)
+    async def forbidden(_: Request, error: Forbidden) -> JSONResponse:
+        return JSONResponse(error_body("UNAUTHORIZED", str(error)), status_code=403)
+
     @app.exception_handler(ProtocolError)
     async def bad_request(_: Request, error: ProtocolError) -> JSONResponse:
         return JSONResponse(error_body(error.code, error.message), status_code=400)
@@ -64,10 +74,12 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
     @app.exception_handler(grpc.aio.AioRpcError)
     async def mesh_failed(request: Request, error: grpc.aio.AioRpcError) -> JSONResponse:
         status, code, message = describe(error)
-        # The mesh sends no details; the session in the path is the one seed 000 shows.
+        # The session in the path is the one seed 000 shows; a limit adds retry_after.
         session_id = request.path_params.get("session_id")
-        details = {"session_id": session_id} if session_id else {}
-        return JSONResponse(error_body(code, message, details), status_code=status)
+        details = {**error_details(error), **({"session_id": session_id} if session_id else {})}
+        return JSONResponse(
+            error_body(code, message, details), status_code=status, headers=retry_headers(details)
+        )
 
     app.include_router(build_router(client, auth))
     install_admin(app, client, auth)
@@ -106,8 +118,7 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
             stream = await client.open_stream(session_id, last_seq=last_seq, user_id=user)
             await websocket_session(stream, websocket, session_id)
         except grpc.aio.AioRpcError as error:
-            _, code, message = describe(error)
-            await websocket.send_json(local_error(code, message, session_id))
+            await websocket.send_json(error_event(error, session_id))
             await websocket.close(WS_CLOSE_UNAVAILABLE)
         finally:
             WS_OPEN.dec()

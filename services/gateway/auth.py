@@ -15,9 +15,15 @@ from collections.abc import Mapping
 
 from services.common.settings import Settings, SettingsError
 
+ADMIN_USER = "admin"
+
 
 class Unauthorized(Exception):
     """No or a wrong credential."""
+
+
+class Forbidden(Exception):
+    """A valid credential without the right (admin-only figures)."""
 
 
 def is_loopback(host: str) -> bool:
@@ -64,3 +70,21 @@ class Authenticator:
                 if hmac.compare_digest(token, key):
                     return user
         raise Unauthorized("missing or invalid API key")
+
+    def is_internal(self, headers: Mapping[str, str]) -> bool:
+        given = headers.get("x-internal-auth", "")
+        # Bytes: compare_digest refuses non-ASCII str, and headers are latin-1 text.
+        return bool(self.internal_key) and hmac.compare_digest(
+            given.encode(), self.internal_key.encode()
+        )
+
+    def is_admin(self, headers: Mapping[str, str]) -> bool:
+        """The internal key, a key of the ``admin`` user, or anyone when auth is off
+        (a loopback gateway serves one local user)."""
+        if not self.enabled or self.is_internal(headers):
+            return True
+        return self.user_for(headers) == ADMIN_USER
+
+    def require_admin(self, headers: Mapping[str, str]) -> None:
+        if not self.is_admin(headers):
+            raise Forbidden("these figures are for admins only")
