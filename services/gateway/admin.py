@@ -18,7 +18,9 @@ from fastapi.responses import JSONResponse
 from clients.python import MeshClient
 from codelab.v1 import admin_pb2, toolsearch_pb2
 from services.gateway import admin_bodies as bodies
+from services.gateway.admin_keys import build_keys_router
 from services.gateway.auth import ADMIN_USER, Authenticator, Unauthorized
+from services.gateway.keys import MeshKeyChecker
 from services.gateway.render import proto_json
 from services.gateway.rest import read_json
 
@@ -183,8 +185,13 @@ def build_admin_router(client: MeshClient, auth: Authenticator) -> APIRouter:
     return router
 
 
-def install_admin(app: FastAPI, client: MeshClient, auth: Authenticator) -> None:
-    """Mount /admin on ``app`` with the handler of its own refusals."""
+def install_admin(
+    app: FastAPI, client: MeshClient, auth: Authenticator, keys: MeshKeyChecker
+) -> None:
+    """Mount /admin (and /admin/keys) on ``app`` with the handler of its own refusals."""
+
+    def require_admin(request: Request) -> None:
+        check_admin(auth, request.headers)
 
     async def refused(_: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, AdminRefused)
@@ -193,3 +200,4 @@ def install_admin(app: FastAPI, client: MeshClient, auth: Authenticator) -> None
 
     app.add_exception_handler(AdminRefused, refused)
     app.include_router(build_admin_router(client, auth))
+    app.include_router(build_keys_router(client, auth, keys, require_admin))

@@ -19,8 +19,9 @@ from services.common.settings import Settings
 from services.gateway import openai_api
 from services.gateway.admin import install_admin
 from services.gateway.auth import Authenticator, Forbidden, Unauthorized
+from services.gateway.browsers import install_browser_guards
+from services.gateway.keys import KeyCheck, MeshKeyChecker
 from services.gateway.mesh import (
-    WS_CLOSE_POLICY,
     WS_CLOSE_UNAVAILABLE,
     describe,
     error_event,
@@ -33,6 +34,7 @@ from services.gateway.translate import (
     normalise_stream_body,
     parse_client_message,
 )
+from services.gateway.ws_auth import authenticate, redact_server_logs
 
 VERSION = "0.1.0"
 WS_OPEN = Gauge("codelab_gateway_websockets_open", "IDE WebSocket connections open")
@@ -45,10 +47,13 @@ def error_body(code: str, message: str, details: dict[str, Any] | None = None) -
 
 def create_app(settings: Settings, client: MeshClient) -> FastAPI:
     """The gateway over ``client``; it keeps no session state of its own."""
-    auth = Authenticator(settings.gateway_api_keys, settings.internal_api_key)
+    keys = MeshKeyChecker(client, settings.gateway_api_keys, settings.gateway_key_cache_seconds)
+    auth = Authenticator(bool(settings.gateway_api_keys), settings.internal_api_key, keys)
+    redact_server_logs()
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await keys.seed_quietly()
         yield
         await client.close()
 
@@ -81,8 +86,10 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
             error_body(code, message, details), status_code=status, headers=retry_headers(details)
         )
 
+    app.add_middleware(KeyCheck, auth=auth)
+    install_browser_guards(app, settings.gateway_cors_origins)
     app.include_router(build_router(client, auth))
-    install_admin(app, client, auth)
+    install_admin(app, client, auth, keys)
     app.include_router(openai_api.build_router(client, auth, settings))
 
     @app.get("/health", tags=["ops"])
@@ -104,15 +111,17 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
 
     @app.websocket("/ws/{session_id}")
     async def ws(websocket: WebSocket, session_id: str) -> None:
-        """The IDE protocol of seeds 002 and 004 (JSON text frames)."""
+        """The IDE protocol of seeds 002 and 004 (JSON text frames); the key as ws_auth.py
+        describes (header, subprotocol, first ``auth`` message; ``?token=`` deprecated)."""
         try:
-            user = auth.user_for(websocket.headers, websocket.query_params.get("token"))
-        except Unauthorized:
-            await websocket.close(WS_CLOSE_POLICY, "missing or invalid API key")
+            user = await authenticate(websocket, auth)
+        except grpc.aio.AioRpcError:  # the key could not be checked: the mesh is down
+            await websocket.close(WS_CLOSE_UNAVAILABLE, "the key check is unavailable")
+            return
+        if user is None:
             return
         raw_last = websocket.query_params.get("last_event_id", "-1")
         last_seq = int(raw_last) if raw_last.lstrip("-").isdigit() else -1
-        await websocket.accept()
         WS_OPEN.inc()
         try:
             stream = await client.open_stream(session_id, last_seq=last_seq, user_id=user)

@@ -20,11 +20,11 @@ from pathlib import Path
 
 from services.common.db import Pool, db_errors
 from services.common.errors import InvalidInput, NotFound
+from services.common.key_hashing import key_hash, shown_prefix
 from services.common.sql import load_queries
 
 QUERIES = load_queries(Path(__file__).parent / "sql" / "api_keys.sql")
 KEY_PREFIX = "ck_"
-SHOWN_CHARS = 8
 USER_PATTERN = re.compile(r"^[A-Za-z0-9_.@-]{1,128}$")
 
 
@@ -32,16 +32,6 @@ class KeyNotFound(NotFound):
     """No API key with this id."""
 
     code = "MISSING_REQUIRED_FIELD"
-
-
-def key_hash(key: str) -> bytes:
-    """The SHA-256 the table stores (and the gateway sends) for ``key``."""
-    return hashlib.sha256(key.encode()).digest()
-
-
-def shown_prefix(key: str) -> str:
-    """The start of a key, to recognise it in a list (never enough to use it)."""
-    return key[: min(SHOWN_CHARS, len(key) // 3)]
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from codelab.v1 import (
 )
 from services.common import db
 from services.common.channels import internal_channel
+from services.common.key_hashing import key_hash, shown_prefix
 from services.common.probes import health_probe
 from services.common.runner import run_service
 from services.common.server import MeshServer, ServiceDeps, create_server
@@ -23,7 +24,7 @@ from services.orchestrator.access_servicer import SERVICE_NAME as ACCESS_SERVICE
 from services.orchestrator.access_servicer import AccessServicer
 from services.orchestrator.admin_servicer import SERVICE_NAME as ADMIN_SERVICE_NAME
 from services.orchestrator.admin_servicer import AgentAdminServicer
-from services.orchestrator.api_keys import ApiKeys, key_hash, shown_prefix
+from services.orchestrator.api_keys import ApiKeys
 from services.orchestrator.hub import SessionHub
 from services.orchestrator.inputs import Inputs
 from services.orchestrator.instances import InstancePool
