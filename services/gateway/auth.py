@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import Protocol
 
+import grpc
+
 from services.common.settings import Settings, SettingsError
 
 ADMIN_USER = "admin"
@@ -80,7 +82,7 @@ class Authenticator:
         outcome: str | BaseException | None
         try:
             outcome = await self.checker.user_of(key)
-        except Exception as error:  # a mesh failure: the route reports it (503)
+        except grpc.aio.AioRpcError as error:  # the route reports it (503 when unavailable)
             outcome = error
         CHECKED.set((key, outcome))
 

@@ -11,13 +11,16 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+import grpc
 import httpx
 import pytest
 import websockets
 from websockets.typing import Origin
 
 from clients.python import MeshClient
+from codelab.v1 import access_pb2
 from services.common.asgi import running_asgi
+from services.gateway import ws_auth
 from services.gateway.app import create_app
 from tests.support.mesh import INTERNAL_KEY, Mesh, running_mesh
 
@@ -91,7 +94,13 @@ async def test_keys_are_created_listed_and_revoked_stored_as_hashes(
 async def test_key_admin_refusals(http: httpx.AsyncClient) -> None:
     assert (await http.get("/admin/keys")).status_code == 401
     assert (await http.get("/admin/keys", headers=ALICE)).status_code == 403
-    for body in ({}, {"user_id": 7}, {"user_id": "has space"}, {"user_id": "u", "label": 5}):
+    for body in (
+        {},
+        {"user_id": 7},
+        {"user_id": "has space"},
+        {"user_id": "u", "label": 5},
+        {"user_id": "u", "label": "x" * 201},
+    ):
         bad = await http.post("/admin/keys", json=body, headers=ROOT)
         assert bad.status_code == 400 and bad.json()["error_code"] == "MISSING_REQUIRED_FIELD"
     missing = await http.delete("/admin/keys/key_nope", headers=ROOT)
@@ -207,3 +216,35 @@ async def test_browsers_from_listed_origins_only(mesh: Mesh, http: httpx.AsyncCl
     ) as ws:
         await ws.send(USER_MESSAGE)
         assert (await until_done(ws))[-1]["status"] == "completed"
+
+
+async def test_bad_hashes_are_refused_by_the_key_service(mesh: Mesh) -> None:
+    access = mesh.client.access
+    short = await access.CheckKey(access_pb2.CheckKeyRequest(key_sha256=b"short"))
+    assert not short.known and not short.valid
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        seed = access_pb2.SeedKey(key_sha256=b"short", user_id="eve")
+        await access.SeedKeys(access_pb2.SeedKeysRequest(keys=[seed]))
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_a_key_cannot_be_checked_while_the_orchestrator_is_down(
+    mesh: Mesh, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ws_auth, "AUTH_SECONDS", 0.2)
+    async with websockets.connect(mesh.ws_url("silent")) as ws:  # no auth message in time
+        assert json.loads(await ws.recv())["error_code"] == "UNAUTHORIZED"
+    await mesh.servers["orchestrator"].stop(0)
+    settings = dataclasses.replace(mesh.settings, gateway_key_cache_seconds=0)
+    # A gateway starting while the orchestrator is away seeds its keys later, on first use.
+    async with (
+        running_asgi(
+            create_app(settings, MeshClient.from_settings(settings)), lifespan="on"
+        ) as port,
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=20) as http,
+    ):
+        down = await http.get("/sessions", headers=ALICE)
+        assert down.status_code == 503 and down.json()["error_code"] == "SERVICE_UNAVAILABLE"
+        with pytest.raises(websockets.exceptions.InvalidStatus):
+            async with websockets.connect(f"ws://127.0.0.1:{port}/ws/x", additional_headers=ALICE):
+                pass
