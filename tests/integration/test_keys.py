@@ -4,6 +4,7 @@ the browser origin allow-list."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -46,6 +47,20 @@ async def mesh(database_url: str) -> AsyncIterator[Mesh]:
 async def http(mesh: Mesh) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(base_url=mesh.gateway_url, timeout=20) as client:
         yield client
+
+
+@contextlib.asynccontextmanager
+async def other_gateway(
+    mesh: Mesh, cache_seconds: float
+) -> AsyncIterator[tuple[httpx.AsyncClient, int]]:
+    """One more gateway on the mesh, with its own key cache TTL: (client, port)."""
+    settings = dataclasses.replace(mesh.settings, gateway_key_cache_seconds=cache_seconds)
+    app = create_app(settings, MeshClient.from_settings(settings))
+    async with (
+        running_asgi(app, lifespan="on") as port,
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=20) as client,
+    ):
+        yield client, port
 
 
 async def until_done(ws: Any) -> list[dict[str, Any]]:
@@ -112,13 +127,7 @@ async def test_key_admin_refusals(http: httpx.AsyncClient) -> None:
 async def test_another_gateway_stops_a_revoked_key_within_its_cache_ttl(
     mesh: Mesh, http: httpx.AsyncClient
 ) -> None:
-    settings = dataclasses.replace(mesh.settings, gateway_key_cache_seconds=0.2)
-    async with (
-        running_asgi(
-            create_app(settings, MeshClient.from_settings(settings)), lifespan="on"
-        ) as port,
-        httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=20) as other,
-    ):
+    async with other_gateway(mesh, 0.2) as (other, _):
         assert (await other.get("/sessions", headers=ALICE)).status_code == 200
         alice = next(
             k
@@ -235,14 +244,8 @@ async def test_a_key_cannot_be_checked_while_the_orchestrator_is_down(
     async with websockets.connect(mesh.ws_url("silent")) as ws:  # no auth message in time
         assert json.loads(await ws.recv())["error_code"] == "UNAUTHORIZED"
     await mesh.servers["orchestrator"].stop(0)
-    settings = dataclasses.replace(mesh.settings, gateway_key_cache_seconds=0)
     # A gateway starting while the orchestrator is away seeds its keys later, on first use.
-    async with (
-        running_asgi(
-            create_app(settings, MeshClient.from_settings(settings)), lifespan="on"
-        ) as port,
-        httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=20) as http,
-    ):
+    async with other_gateway(mesh, 0) as (http, port):
         down = await http.get("/sessions", headers=ALICE)
         assert down.status_code == 503 and down.json()["error_code"] == "SERVICE_UNAVAILABLE"
         with pytest.raises(websockets.exceptions.InvalidStatus):
