@@ -16,6 +16,7 @@ from grpc import aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from codelab.v1 import (
+    access_pb2_grpc,
     admin_pb2_grpc,
     hitl_pb2_grpc,
     llmproxy_pb2_grpc,
@@ -117,6 +118,14 @@ class MeshClient:
         return cast(
             "admin_pb2_grpc.AgentAdminAsyncStub",
             admin_pb2_grpc.AgentAdminStub(self._channel("orchestrator")),
+        )
+
+    @property
+    def access(self) -> access_pb2_grpc.AccessAsyncStub:
+        """Per-key limits and API keys (served by the orchestrator)."""
+        return cast(
+            "access_pb2_grpc.AccessAsyncStub",
+            access_pb2_grpc.AccessStub(self._channel("orchestrator")),
         )
 
     @property

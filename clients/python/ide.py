@@ -28,13 +28,11 @@ Event = dict[str, Any]
 DEFAULT_TIMEOUT = 30.0
 
 
-def ws_url(
-    base_url: str, session_id: str, *, last_event_id: int | None = None, token: str | None = None
-) -> str:
+def ws_url(base_url: str, session_id: str, *, last_event_id: int | None = None) -> str:
     """``ws://host/ws/<session>`` for a gateway base URL (``http://`` or ``ws://``).
 
-    ``last_event_id`` replays the session's events after that seq; ``token`` is a
-    gateway API key for deployments that set ``GATEWAY_API_KEYS``.
+    ``last_event_id`` replays the session's events after that seq. The API key never
+    goes in the URL (see ``connect_ide``).
     """
     base = base_url.rstrip("/")
     for plain, socket_scheme in (("http://", "ws://"), ("https://", "wss://")):
@@ -43,8 +41,6 @@ def ws_url(
     query: dict[str, str] = {}
     if last_event_id is not None:
         query["last_event_id"] = str(last_event_id)
-    if token:
-        query["token"] = token
     suffix = f"?{urlencode(query)}" if query else ""
     return f"{base}/ws/{quote(session_id, safe='')}{suffix}"
 
@@ -160,7 +156,9 @@ async def connect_ide(
     HTTP proxy, as an IDE talking to a local runtime would.
     """
     ws = await connect(
-        ws_url(base_url, session_id, last_event_id=last_event_id, token=token),
+        ws_url(base_url, session_id, last_event_id=last_event_id),
+        # The gateway API key (deployments that set GATEWAY_API_KEYS), in a header.
+        additional_headers={"Authorization": f"Bearer {token}"} if token else None,
         open_timeout=open_timeout,
         compression=compression,
         proxy=None,

@@ -58,6 +58,10 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     TURN_IN_PROGRESS: _ErrorCode.ValueType  # 24
     TOOL_CALL_NOT_FOUND: _ErrorCode.ValueType  # 25
     CANCELLED: _ErrorCode.ValueType  # 26
+    RATE_LIMITED: _ErrorCode.ValueType  # 27
+    """A per-key rate (messages per minute, sessions open at once); details.retry_after."""
+    BUDGET_EXCEEDED: _ErrorCode.ValueType  # 28
+    """A per-key daily budget (tokens, cost) or a turn's budget; details.retry_after."""
 
 class ErrorCode(_ErrorCode, metaclass=_ErrorCodeEnumTypeWrapper):
     """Error codes of the spec (seed 000 section E, plus the stream/transport ones)."""
@@ -88,6 +92,10 @@ SERVICE_UNAVAILABLE: ErrorCode.ValueType  # 23
 TURN_IN_PROGRESS: ErrorCode.ValueType  # 24
 TOOL_CALL_NOT_FOUND: ErrorCode.ValueType  # 25
 CANCELLED: ErrorCode.ValueType  # 26
+RATE_LIMITED: ErrorCode.ValueType  # 27
+"""A per-key rate (messages per minute, sessions open at once); details.retry_after."""
+BUDGET_EXCEEDED: ErrorCode.ValueType  # 28
+"""A per-key daily budget (tokens, cost) or a turn's budget; details.retry_after."""
 Global___ErrorCode: _TypeAlias = ErrorCode  # noqa: Y015
 
 class _Decision:

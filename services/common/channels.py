@@ -3,6 +3,7 @@ configured (services/common/tls.py), trace context when tracing is on."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -106,3 +107,16 @@ def error_code(error: grpc.RpcError) -> str | None:
         if key == "x-error-code":
             return str(value)
     return None
+
+
+def error_details(error: grpc.RpcError) -> dict[str, Any]:
+    """The details (e.g. ``retry_after``) a mesh service sent with its error, if any."""
+    trailing = error.trailing_metadata() if hasattr(error, "trailing_metadata") else None
+    for key, value in trailing or ():
+        if key == "x-error-details":
+            try:
+                details = json.loads(value)
+            except ValueError:
+                return {}
+            return details if isinstance(details, dict) else {}
+    return {}

@@ -22,6 +22,7 @@ class ErrorKind(Enum):
     TIMEOUT = "timeout"
     UNAVAILABLE = "unavailable"
     ABORTED = "aborted"
+    EXHAUSTED = "exhausted"
     INTERNAL = "internal"
 
 
@@ -72,3 +73,10 @@ class DatabaseError(ServiceError):
 
     code = "DB_CONNECTION_ERROR"
     kind = ErrorKind.UNAVAILABLE
+
+
+class LimitReached(ServiceError):
+    """A quota or budget is used up; ``details['retry_after']`` says when to try again."""
+
+    code = "RATE_LIMITED"
+    kind = ErrorKind.EXHAUSTED

@@ -7,6 +7,7 @@ behaviour function, keeping its kind (unary/streaming in and out).
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -21,6 +22,7 @@ from services.common.metrics import GRPC_CALLS, GRPC_LATENCY, GRPC_OPEN_STREAMS
 log = logging.getLogger(__name__)
 
 ERROR_CODE_KEY = "x-error-code"
+ERROR_DETAILS_KEY = "x-error-details"
 AUTH_KEY = "x-internal-auth"
 # Health probes and schema discovery need no secret: they reveal nothing private.
 EXEMPT_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
@@ -34,6 +36,7 @@ STATUS_BY_KIND = {
     ErrorKind.TIMEOUT: grpc.StatusCode.DEADLINE_EXCEEDED,
     ErrorKind.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
     ErrorKind.ABORTED: grpc.StatusCode.ABORTED,
+    ErrorKind.EXHAUSTED: grpc.StatusCode.RESOURCE_EXHAUSTED,
     ErrorKind.INTERNAL: grpc.StatusCode.INTERNAL,
 }
 
@@ -104,11 +107,11 @@ class AuthInterceptor(aio.ServerInterceptor):
 
 async def _abort_for(error: BaseException, context: aio.ServicerContext[Any, Any]) -> None:
     if isinstance(error, ServiceError):
-        await context.abort(
-            STATUS_BY_KIND[error.kind],
-            error.message,
-            trailing_metadata=((ERROR_CODE_KEY, error.code),),
-        )
+        trailing: tuple[tuple[str, str], ...] = ((ERROR_CODE_KEY, error.code),)
+        if error.details:
+            # ASCII JSON: a plain (non -bin) metadata value must be printable ASCII.
+            trailing += ((ERROR_DETAILS_KEY, json.dumps(error.details, default=str)),)
+        await context.abort(STATUS_BY_KIND[error.kind], error.message, trailing_metadata=trailing)
     log.exception("unhandled error in handler", exc_info=error)
     await context.abort(
         grpc.StatusCode.INTERNAL,

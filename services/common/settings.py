@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from services.common.limit_settings import LimitSettings, LimitSettingsError
+
 
 class SettingsError(ValueError):
     """A setting is missing or malformed; the message names the variable."""
@@ -119,7 +121,15 @@ class Settings:
     gateway_port: int = 8000
     """GATEWAY_PORT."""
     gateway_api_keys: Mapping[str, str] = field(default_factory=dict)
-    """GATEWAY_API_KEYS: ``key:user`` pairs; empty means no client auth (loopback only)."""
+    """GATEWAY_API_KEYS: ``key:user`` pairs seeding the key table; empty means no client
+    auth (loopback only)."""
+    gateway_key_cache_seconds: float = 10.0
+    """GATEWAY_KEY_CACHE_SECONDS: how long the gateway trusts a key check (a revoked key
+    stops working within this time)."""
+    gateway_cors_origins: tuple[str, ...] = ()
+    """GATEWAY_CORS_ORIGINS: browser origins allowed to call the gateway (comma-separated)."""
+    limits: LimitSettings = field(default_factory=LimitSettings)
+    """LIMIT_* and LLM_PRICES: per-key limits (see limit_settings.py)."""
     orchestrator_addr: str = "127.0.0.1:50051"
     """ORCHESTRATOR_ADDR (comma-separated for several replicas)."""
     toolsearch_addr: str = "127.0.0.1:50052"
@@ -178,6 +188,13 @@ class Settings:
         level = (env.get("LOG_LEVEL") or cls.log_level).upper()
         if level not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
             raise SettingsError(f"LOG_LEVEL must be DEBUG/INFO/WARNING/ERROR, got {level!r}")
+        try:
+            limits = LimitSettings.from_env(env)
+        except LimitSettingsError as error:
+            raise SettingsError(str(error)) from None
+        origins = tuple(
+            o.strip().rstrip("/") for o in env.get("GATEWAY_CORS_ORIGINS", "").split(",")
+        )
         return cls(
             database_url=env.get("DATABASE_URL") or None,
             data_dir=Path(env.get("CODELAB_DATA_DIR") or cls.data_dir),
@@ -194,6 +211,11 @@ class Settings:
             gateway_host=env.get("GATEWAY_HOST") or cls.gateway_host,
             gateway_port=_port(env, "GATEWAY_PORT", cls.gateway_port),
             gateway_api_keys=parse_api_keys(env.get("GATEWAY_API_KEYS", "")),
+            gateway_key_cache_seconds=_number(
+                env, "GATEWAY_KEY_CACHE_SECONDS", cls.gateway_key_cache_seconds
+            ),
+            gateway_cors_origins=tuple(o for o in origins if o),
+            limits=limits,
             orchestrator_addr=orchestrators,
             toolsearch_addr=_address(env, "TOOLSEARCH_ADDR", cls.toolsearch_addr),
             hitl_addr=_address(env, "HITL_ADDR", cls.hitl_addr),

@@ -9,7 +9,6 @@ credential 401. Errors use the gateway's body ``{"type":"error", "error_code", .
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,11 +18,11 @@ from fastapi.responses import JSONResponse
 from clients.python import MeshClient
 from codelab.v1 import admin_pb2, toolsearch_pb2
 from services.gateway import admin_bodies as bodies
-from services.gateway.auth import Authenticator, Unauthorized
+from services.gateway.admin_keys import build_keys_router
+from services.gateway.auth import ADMIN_USER, Authenticator, Unauthorized
+from services.gateway.keys import MeshKeyChecker
 from services.gateway.render import proto_json
 from services.gateway.rest import read_json
-
-ADMIN_USER = "admin"
 
 
 class AdminRefused(Exception):
@@ -34,14 +33,9 @@ class AdminRefused(Exception):
         self.status, self.code, self.message = status, code, message
 
 
-def _same(given: str, expected: str) -> bool:
-    # Bytes: compare_digest refuses non-ASCII str, and headers are latin-1 text.
-    return bool(expected) and hmac.compare_digest(given.encode(), expected.encode())
-
-
 def check_admin(auth: Authenticator, headers: Mapping[str, str]) -> None:
     """Return when the caller is an admin; raise Unauthorized (401) or AdminRefused (403)."""
-    if _same(headers.get("x-internal-auth", ""), auth.internal_key):
+    if auth.is_internal(headers):
         return
     if not auth.enabled:
         raise Unauthorized("admin routes need X-Internal-Auth")
@@ -191,8 +185,13 @@ def build_admin_router(client: MeshClient, auth: Authenticator) -> APIRouter:
     return router
 
 
-def install_admin(app: FastAPI, client: MeshClient, auth: Authenticator) -> None:
-    """Mount /admin on ``app`` with the handler of its own refusals."""
+def install_admin(
+    app: FastAPI, client: MeshClient, auth: Authenticator, keys: MeshKeyChecker
+) -> None:
+    """Mount /admin (and /admin/keys) on ``app`` with the handler of its own refusals."""
+
+    def require_admin(request: Request) -> None:
+        check_admin(auth, request.headers)
 
     async def refused(_: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, AdminRefused)
@@ -201,3 +200,4 @@ def install_admin(app: FastAPI, client: MeshClient, auth: Authenticator) -> None
 
     app.add_exception_handler(AdminRefused, refused)
     app.include_router(build_admin_router(client, auth))
+    app.include_router(build_keys_router(client, auth, keys, require_admin))

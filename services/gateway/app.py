@@ -15,19 +15,27 @@ from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, generate_late
 from clients.python import MeshClient
 from codelab.v1 import runtime_pb2
 from services.common import tracing
+from services.common.channels import error_details
 from services.common.settings import Settings
 from services.gateway import openai_api
 from services.gateway.admin import install_admin
-from services.gateway.auth import Authenticator, Unauthorized
-from services.gateway.mesh import WS_CLOSE_POLICY, WS_CLOSE_UNAVAILABLE, describe
+from services.gateway.auth import Authenticator, Forbidden, Unauthorized
+from services.gateway.browsers import install_browser_guards
+from services.gateway.keys import KeyCheck, MeshKeyChecker
+from services.gateway.mesh import (
+    WS_CLOSE_UNAVAILABLE,
+    describe,
+    error_event,
+    retry_headers,
+)
 from services.gateway.rest import build_router
 from services.gateway.streaming import sse_events, websocket_session
 from services.gateway.translate import (
     ProtocolError,
-    local_error,
     normalise_stream_body,
     parse_client_message,
 )
+from services.gateway.ws_auth import authenticate, redact_server_logs
 
 VERSION = "0.1.0"
 WS_OPEN = Gauge("codelab_gateway_websockets_open", "IDE WebSocket connections open")
@@ -40,10 +48,13 @@ def error_body(code: str, message: str, details: dict[str, Any] | None = None) -
 
 def create_app(settings: Settings, client: MeshClient) -> FastAPI:
     """The gateway over ``client``; it keeps no session state of its own."""
-    auth = Authenticator(settings.gateway_api_keys, settings.internal_api_key)
+    keys = MeshKeyChecker(client, settings.gateway_api_keys, settings.gateway_key_cache_seconds)
+    auth = Authenticator(bool(settings.gateway_api_keys), settings.internal_api_key, keys)
+    redact_server_logs()
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await keys.seed_quietly()
         yield
         await client.close()
 
@@ -58,6 +69,10 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
     async def unauthorized(_: Request, error: Unauthorized) -> JSONResponse:
         return JSONResponse(error_body("UNAUTHORIZED", str(error)), status_code=401)
 
+    @app.exception_handler(Forbidden)
+    async def forbidden(_: Request, error: Forbidden) -> JSONResponse:
+        return JSONResponse(error_body("UNAUTHORIZED", str(error)), status_code=403)
+
     @app.exception_handler(ProtocolError)
     async def bad_request(_: Request, error: ProtocolError) -> JSONResponse:
         return JSONResponse(error_body(error.code, error.message), status_code=400)
@@ -65,13 +80,17 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
     @app.exception_handler(grpc.aio.AioRpcError)
     async def mesh_failed(request: Request, error: grpc.aio.AioRpcError) -> JSONResponse:
         status, code, message = describe(error)
-        # The mesh sends no details; the session in the path is the one seed 000 shows.
+        # The session in the path is the one seed 000 shows; a limit adds retry_after.
         session_id = request.path_params.get("session_id")
-        details = {"session_id": session_id} if session_id else {}
-        return JSONResponse(error_body(code, message, details), status_code=status)
+        details = {**error_details(error), **({"session_id": session_id} if session_id else {})}
+        return JSONResponse(
+            error_body(code, message, details), status_code=status, headers=retry_headers(details)
+        )
 
+    app.add_middleware(KeyCheck, auth=auth)
+    install_browser_guards(app, settings.gateway_cors_origins)
     app.include_router(build_router(client, auth))
-    install_admin(app, client, auth)
+    install_admin(app, client, auth, keys)
     app.include_router(openai_api.build_router(client, auth, settings))
 
     @app.get("/health", tags=["ops"])
@@ -93,22 +112,23 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
 
     @app.websocket("/ws/{session_id}")
     async def ws(websocket: WebSocket, session_id: str) -> None:
-        """The IDE protocol of seeds 002 and 004 (JSON text frames)."""
+        """The IDE protocol of seeds 002 and 004 (JSON text frames); the key as ws_auth.py
+        describes (header, subprotocol, first ``auth`` message; ``?token=`` deprecated)."""
         try:
-            user = auth.user_for(websocket.headers, websocket.query_params.get("token"))
-        except Unauthorized:
-            await websocket.close(WS_CLOSE_POLICY, "missing or invalid API key")
+            user = await authenticate(websocket, auth)
+        except grpc.aio.AioRpcError:  # the key could not be checked: the mesh is down
+            await websocket.close(WS_CLOSE_UNAVAILABLE, "the key check is unavailable")
+            return
+        if user is None:
             return
         raw_last = websocket.query_params.get("last_event_id", "-1")
         last_seq = int(raw_last) if raw_last.lstrip("-").isdigit() else -1
-        await websocket.accept()
         WS_OPEN.inc()
         try:
             stream = await client.open_stream(session_id, last_seq=last_seq, user_id=user)
             await websocket_session(stream, websocket, session_id)
         except grpc.aio.AioRpcError as error:
-            _, code, message = describe(error)
-            await websocket.send_json(local_error(code, message, session_id))
+            await websocket.send_json(error_event(error, session_id))
             await websocket.close(WS_CLOSE_UNAVAILABLE)
         finally:
             WS_OPEN.dec()

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 
-from services.common.channels import error_code
+from services.common.channels import error_code, error_details
+from services.gateway.translate import local_error
 
 HTTP_BY_STATUS = {
     grpc.StatusCode.INVALID_ARGUMENT: 400,
@@ -32,3 +35,15 @@ def describe(error: grpc.aio.AioRpcError) -> tuple[int, str, str]:
     if code is None:
         code = "SERVICE_UNAVAILABLE" if status == 503 else "INTERNAL_ERROR"
     return status, code, error.details() or error.code().name
+
+
+def error_event(error: grpc.aio.AioRpcError, session_id: str) -> dict[str, Any]:
+    """A failed stream as the IDE's error event, with the service's details (retry_after)."""
+    _, code, message = describe(error)
+    return local_error(code, message, session_id, error_details(error))
+
+
+def retry_headers(details: dict[str, Any]) -> dict[str, str]:
+    """``Retry-After`` for an error whose details carry ``retry_after`` seconds."""
+    seconds = details.get("retry_after")
+    return {"Retry-After": str(seconds)} if isinstance(seconds, int) and seconds > 0 else {}

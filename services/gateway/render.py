@@ -14,7 +14,7 @@ from typing import Any
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from codelab.v1 import hitl_pb2, llmproxy_pb2, runtime_pb2
+from codelab.v1 import access_pb2, hitl_pb2, llmproxy_pb2, runtime_pb2
 
 JSON_SUFFIX = "_json"
 
@@ -175,3 +175,16 @@ def audit_entry(entry: hitl_pb2.AuditEntry) -> dict[str, Any]:
     for name in AUDIT_OPTIONAL:
         out.setdefault(name, None)
     return out
+
+
+def limits(report: access_pb2.LimitsReport) -> dict[str, Any]:
+    """The caller's usage against each per-key limit (``limit`` 0: off)."""
+    return {
+        item.name: {
+            "used": round(item.used, 6),
+            "limit": item.limit,
+            "remaining": max(item.limit - item.used, 0) if item.limit else None,
+            "resets_in": round(item.resets_in, 3),
+        }
+        for item in report.limits
+    }

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 
 from clients.python import MeshClient
-from codelab.v1 import common_pb2, hitl_pb2, llmproxy_pb2, runtime_pb2
+from codelab.v1 import access_pb2, common_pb2, hitl_pb2, llmproxy_pb2, runtime_pb2
 from services.gateway import render
 from services.gateway.auth import Authenticator
 from services.gateway.translate import ProtocolError, normalise_stream_body, parse_client_message
@@ -23,7 +23,9 @@ from services.gateway.translate import ProtocolError, normalise_stream_body, par
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 ERROR = {"description": 'Error: `{"type":"error","content","error_code","details"}`'}
-ERRORS: dict[int | str, dict[str, Any]] = {status: ERROR for status in (400, 401, 404, 503)}
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: ERROR for status in (400, 401, 403, 404, 429, 503)
+}
 LimitParam = Annotated[str | None, Query(description=f"1..{MAX_LIMIT}, default {DEFAULT_LIMIT}")]
 
 
@@ -226,14 +228,22 @@ def build_router(client: MeshClient, auth: Authenticator) -> APIRouter:
         mine = [render.usage(u) for u in reply.sessions if u.session_id in owned]
         return {"sessions": mine[:count]}
 
-    @router.get("/events/metrics", tags=["events"], summary="LLM usage totals and event counts")
+    @router.get(
+        "/events/metrics",
+        tags=["events"],
+        summary="The caller's usage against its limits; for admins, LLM usage totals and events",
+    )
     async def metrics(request: Request) -> dict[str, Any]:
-        auth.user_for(request.headers)
+        user = auth.user_for(request.headers)
+        report = await client.access.GetLimits(access_pb2.LimitsRequest(user_id=user))
+        mine = {"user_id": user, "limits": render.limits(report)}
+        if not auth.is_admin(request.headers):
+            return mine
         usage, stats = await asyncio.gather(
             client.llmproxy.GetUsage(llmproxy_pb2.GetUsageRequest()),
             runtime.GetEventStats(runtime_pb2.EventStatsRequest()),
         )
-        return {**render.totals(usage), **render.event_stats(stats)}
+        return {**render.totals(usage), **render.event_stats(stats), **mine}
 
     @router.get("/events/audit-log", tags=["events"], summary="HITL decisions and timeouts")
     async def audit_log(
@@ -258,9 +268,10 @@ def build_router(client: MeshClient, auth: Authenticator) -> APIRouter:
         mine = [render.audit_entry(e) for e in reply.entries if e.session_id in owned]
         return {"entries": mine[:count]}
 
-    @router.get("/events/stats", tags=["events"], summary="Event log statistics")
+    @router.get("/events/stats", tags=["events"], summary="Event log statistics (admins only)")
     async def event_stats(request: Request) -> dict[str, Any]:
         auth.user_for(request.headers)
+        auth.require_admin(request.headers)
         return render.event_stats(await runtime.GetEventStats(runtime_pb2.EventStatsRequest()))
 
     @router.post(

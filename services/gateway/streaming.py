@@ -15,7 +15,7 @@ from clients.python import SessionStream
 from codelab.v1 import common_pb2 as pb
 from services.common import tracing
 from services.gateway.event_json import dumps
-from services.gateway.mesh import WS_CLOSE_UNAVAILABLE, describe
+from services.gateway.mesh import WS_CLOSE_UNAVAILABLE, describe, error_event
 from services.gateway.translate import ProtocolError, event_to_json, local_error, parse_text
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ async def pump_to_websocket(stream: SessionStream, websocket: WebSocket, session
         log.warning("stream failed", extra={"fields": {"code": code, "err": message}})
         if websocket.client_state == WebSocketState.CONNECTED:
             with contextlib.suppress(RuntimeError, OSError):
-                await websocket.send_json(local_error(code, message, session_id))
+                await websocket.send_json(error_event(error, session_id))
                 await websocket.close(WS_CLOSE_UNAVAILABLE)
 
 
@@ -123,8 +123,7 @@ async def sse_events(
                 yield sse_frame({"status": "closed"}, "done")
                 return
             if isinstance(item, grpc.aio.AioRpcError):
-                _, code, message = describe(item)
-                yield sse_frame(local_error(code, message, session_id))
+                yield sse_frame(error_event(item, session_id))
                 yield sse_frame({"status": "error"}, "done")
                 return
             payload = event_to_json(item)

@@ -30,9 +30,19 @@ def event_to_json(event: pb.ServerEvent) -> dict[str, Any]:
     return event_json(event)
 
 
-def local_error(code: str, content: str, session_id: str) -> dict[str, Any]:
-    """An error the gateway itself reports when the mesh cannot be reached."""
-    return {"type": "error", "error_code": code, "content": content, "session_id": session_id}
+def local_error(
+    code: str, content: str, session_id: str, details: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """An error the gateway itself reports (the mesh refused the stream or cannot be reached)."""
+    body: dict[str, Any] = {
+        "type": "error",
+        "error_code": code,
+        "content": content,
+        "session_id": session_id,
+    }
+    if details:
+        body["details"] = details
+    return body
 
 
 def _text(msg: Mapping[str, Any], *names: str, required: bool = True) -> str | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.common.errors import InvalidInput, NotFound
+from services.common.errors import InvalidInput, LimitReached, NotFound
 
 
 class SessionNotFound(NotFound):
@@ -15,3 +15,15 @@ class MissingField(InvalidInput):
     """A required field is absent."""
 
     code = "MISSING_REQUIRED_FIELD"
+
+
+class RateLimited(LimitReached):
+    """Too many messages this minute, or too many sessions open at once."""
+
+    code = "RATE_LIMITED"
+
+
+class BudgetExceeded(LimitReached):
+    """A daily token or cost budget, or a turn's budget, is spent."""
+
+    code = "BUDGET_EXCEEDED"

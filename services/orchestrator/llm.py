@@ -58,6 +58,7 @@ class ModelFinished:
     finish_reason: str
     prompt_tokens: int
     completion_tokens: int
+    model: str = ""
 
 
 ModelOutput = TextPiece | ModelToolCall | ModelFinished
@@ -147,4 +148,6 @@ class LlmClient:
             tc = chunk.tool_call
             return ModelToolCall(tc.id, tc.name, tc.arguments_json)
         f = chunk.finish
-        return ModelFinished(f.finish_reason, f.usage.prompt_tokens, f.usage.completion_tokens)
+        return ModelFinished(
+            f.finish_reason, f.usage.prompt_tokens, f.usage.completion_tokens, f.model
+        )

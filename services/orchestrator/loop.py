@@ -25,7 +25,7 @@ from services.orchestrator.events import new_id
 from services.orchestrator.file_rules import check_paths
 from services.orchestrator.hub import SessionHub
 from services.orchestrator.ledger import Ledger, LedgerCall
-from services.orchestrator.llm import LlmClient, ModelToolCall, TextPiece
+from services.orchestrator.llm import LlmClient, ModelFinished, ModelToolCall, TextPiece
 from services.orchestrator.local_tools import run_local_tool
 from services.orchestrator.mesh_clients import HitlClient
 from services.orchestrator.records import Records
@@ -64,6 +64,22 @@ class Budget:
     iterations: int = 0
     tool_calls: int = 0
     invalid: int = 0
+    tokens: int = 0
+
+
+def turn_budget_spent(template: AgentTemplate, budget: Budget) -> tuple[str, int, int] | None:
+    """(limit, used, max) of the first per-turn budget ``budget`` has spent, before a
+    model call; None while there is room. Tool calls are checked as each is processed."""
+    if budget.iterations >= template.max_iterations:
+        return "max_iterations", budget.iterations, template.max_iterations
+    if template.max_turn_tokens and budget.tokens >= template.max_turn_tokens:
+        return "max_turn_tokens", budget.tokens, template.max_turn_tokens
+    return None
+
+
+def budget_details(limit: str, used: int, most: int) -> dict[str, Any]:
+    """A turn budget's error details: a new turn may start at once (retry_after 0)."""
+    return {"limit": limit, "used": used, "max": most, "scope": "turn", "retry_after": 0}
 
 
 class AgentLoop:
@@ -202,12 +218,15 @@ class AgentLoop:
                             return
                         continue
                 template = first.template if first else await self.current(sid)
-                if budget.iterations >= template.max_iterations:
+                spent = turn_budget_spent(template, budget)
+                if spent is not None:
+                    limit, used, most = spent
                     await self.emit(
                         sid,
                         events.error(
-                            "TOOL_VALIDATION_ERROR",
-                            f"{template.name} stopped after {template.max_iterations} model calls",
+                            "BUDGET_EXCEEDED",
+                            f"{template.name} stopped: this turn's {limit} ({most}) is spent",
+                            budget_details(limit, used, most),
                         ),
                         events.done("error"),
                     )
@@ -269,6 +288,8 @@ class AgentLoop:
                     self.hub.token(audience, output.text, template.name, message_id)
                 elif isinstance(output, ModelToolCall):
                     calls.append(output)
+                elif isinstance(output, ModelFinished) and sid in self.budgets:
+                    self.budgets[sid].tokens += output.prompt_tokens + output.completion_tokens
         except asyncio.CancelledError:
             if parts:  # what the user saw stays in the history, even while cancelling
                 await asyncio.shield(
@@ -339,13 +360,16 @@ class AgentLoop:
         template = self.agents.get(call.agent)
         budget.tool_calls += 1
         if budget.tool_calls > template.max_tool_calls:
-            return await self.refuse(
-                call,
-                budget,
-                "TOOL_VALIDATION_ERROR",
-                f"tool call limit ({template.max_tool_calls}) reached",
-                fatal=True,
+            message = f"this turn's tool call limit ({template.max_tool_calls}) is reached"
+            await self.complete(call, f"Error: {message}", "failed")
+            await self.close_open_calls(sid, "Skipped: the turn was stopped.")
+            details = budget_details("max_tool_calls", budget.tool_calls, template.max_tool_calls)
+            await self.emit(
+                sid,
+                events.error("BUDGET_EXCEEDED", message, details, call_id=call.call_id),
+                events.done("error"),
             )
+            return True
         spec = await self.toolbox.spec_for(template, call.tool_name)
         if spec is None:
             return await self.refuse(
@@ -457,7 +481,6 @@ class AgentLoop:
         budget: Budget,
         code: str | None,
         message: str,
-        fatal: bool = False,
     ) -> bool:
         """The call never reaches the IDE; the model is told why and may correct itself."""
         await self.complete(call, f"Error: {message}", "failed")
@@ -473,7 +496,7 @@ class AgentLoop:
             )
         budget.invalid += 1
         template = self.agents.get(call.agent)
-        if fatal or budget.invalid > template.max_invalid_arguments:
+        if budget.invalid > template.max_invalid_arguments:
             await self.close_open_calls(call.session_id, "Skipped: the turn was stopped.")
             await self.emit(
                 call.session_id,

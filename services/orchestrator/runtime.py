@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
@@ -22,6 +23,7 @@ from services.orchestrator.agent_instance import SCRATCH
 from services.orchestrator.hub import SessionHub
 from services.orchestrator.inputs import Inputs
 from services.orchestrator.instances import InstancePool
+from services.orchestrator.limits import UserLimits
 from services.orchestrator.mesh_clients import Expired, HitlClient
 from services.orchestrator.metrics import SESSIONS_ACTIVE
 from services.orchestrator.ownership import Ownership
@@ -32,6 +34,7 @@ from services.orchestrator.templates import AgentRegistry
 log = logging.getLogger(__name__)
 
 IDLE_SECONDS = 60.0
+LIMIT_CODES = frozenset({"RATE_LIMITED", "BUDGET_EXCEEDED"})
 Item = pb.ClientMessage | Expired
 DONE_STATES = {
     "completed": SessionState.COMPLETED,
@@ -53,6 +56,7 @@ class Runtime:
         hitl: HitlClient,
         ownership: Ownership,
         instances: InstancePool,
+        limits: UserLimits,
         *,
         sweep_every: float = 1.0,
         retention_days: float = 30.0,
@@ -64,6 +68,7 @@ class Runtime:
         self.hitl = hitl
         self.ownership = ownership
         self.instances = instances
+        self.limits = limits
         self.sweep_every = sweep_every
         self.retention_days = retention_days
         self._inboxes: dict[str, asyncio.Queue[tuple[str, Item]]] = {}
@@ -94,8 +99,15 @@ class Runtime:
         task.add_done_callback(self._background.remove)
 
     async def attach(self, session_id: str, user_id: str) -> None:
-        """The session the stream binds to, created on first use."""
+        """The session the stream binds to, created on first use (within the user's
+        sessions-open limit)."""
+        await self.limits.admit_session(session_id, user_id, self.agents.entry)
         await self.store.attach(session_id, user_id, self.agents.entry)
+
+    async def admit(self, user_id: str, message: pb.ClientMessage) -> None:
+        """Raise RateLimited when a user message passes the user's messages per minute."""
+        if message.WhichOneof("message") == "user_message":
+            await self.limits.admit_message(user_id)
 
     async def submit(self, session_id: str, user_id: str, item: Item) -> None:
         """Deliver one message to the session's owner (this replica when it can be)."""
@@ -277,12 +289,20 @@ class Runtime:
             elif kind == "cancel":
                 await inputs.cancelled(sid)
             elif kind == "rejected":
-                code = pb.ErrorCode.Name(item.rejected.error_code)
-                await self.hub.emit(sid, events.error(code, item.rejected.content))
+                await self._rejected(sid, item.rejected)
             else:
                 await inputs.fail(sid, "INVALID_MESSAGE_TYPE", f"{kind} is not accepted here")
         except ServiceError as failure:
             await inputs.fail(sid, failure.code, failure.message)
+
+    async def _rejected(self, sid: str, rejected: pb.Rejected) -> None:
+        """A message refused before it reached the session (bad input, a limit)."""
+        code = pb.ErrorCode.Name(rejected.error_code)
+        details = json.loads(rejected.details_json) if rejected.HasField("details_json") else None
+        await self.hub.emit(sid, events.error(code, rejected.content, details))
+        if code in LIMIT_CODES:
+            # The refused message was a request for a turn: the client waits for its end.
+            await self.hub.emit(sid, events.done("error"))
 
     async def _every(self, seconds: float, job: Callable[[], Awaitable[None]]) -> None:
         while True:
@@ -319,6 +339,7 @@ class Runtime:
                 await self._drain(sid)
 
     async def _purge(self) -> None:
+        await self.limits.prune()
         purged = await self.store.purge_deleted(self.retention_days)
         if purged:
             log.info("purged deleted sessions", extra={"fields": {"count": purged}})

@@ -6,19 +6,30 @@ from typing import cast
 
 from grpc import aio
 
-from codelab.v1 import admin_pb2_grpc, hitl_pb2_grpc, llmproxy_pb2_grpc, toolsearch_pb2_grpc
+from codelab.v1 import (
+    access_pb2_grpc,
+    admin_pb2_grpc,
+    hitl_pb2_grpc,
+    llmproxy_pb2_grpc,
+    toolsearch_pb2_grpc,
+)
 from services.common import db
 from services.common.channels import mesh_channel
+from services.common.key_hashing import key_hash, shown_prefix
 from services.common.probes import health_probe
 from services.common.runner import run_service
 from services.common.server import MeshServer, ServiceDeps, create_server
 from services.common.settings import Settings
+from services.orchestrator.access_servicer import SERVICE_NAME as ACCESS_SERVICE_NAME
+from services.orchestrator.access_servicer import AccessServicer
 from services.orchestrator.admin_servicer import SERVICE_NAME as ADMIN_SERVICE_NAME
 from services.orchestrator.admin_servicer import AgentAdminServicer
+from services.orchestrator.api_keys import ApiKeys
 from services.orchestrator.hub import SessionHub
 from services.orchestrator.inputs import Inputs
 from services.orchestrator.instances import InstancePool
 from services.orchestrator.ledger import Ledger
+from services.orchestrator.limits import UserLimits
 from services.orchestrator.llm import LlmClient
 from services.orchestrator.loop import AgentLoop
 from services.orchestrator.mesh_clients import (
@@ -27,6 +38,7 @@ from services.orchestrator.mesh_clients import (
     load_catalog,
     tool_searcher,
 )
+from services.orchestrator.metered_llm import MeteredLlm
 from services.orchestrator.ownership import Ownership
 from services.orchestrator.plans import PlanRunner
 from services.orchestrator.runtime import Runtime
@@ -59,6 +71,9 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         ),
         deadline=settings.llm_timeout * (settings.llm_max_retries + 1) + 30,
     )
+    limits = UserLimits(pool, settings.limits)
+    if settings.limits.tokens_per_day or settings.limits.cost_per_day:
+        llm = MeteredLlm(llm, limits)
     hitl = HitlClient(cast("hitl_pb2_grpc.HitlAsyncStub", hitl_pb2_grpc.HitlStub(channels["hitl"])))
     toolsearch = cast(
         "toolsearch_pb2_grpc.ToolSearchAsyncStub",
@@ -88,6 +103,7 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         hitl,
         Ownership(pool),
         instances,
+        limits,
         sweep_every=min(1.0, settings.hitl_timeout / 4),
         retention_days=settings.session_retention_days,
     )
@@ -96,16 +112,23 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         pool, agents, loop.toolbox, instances, directory_searcher(toolsearch)
     )
 
+    keys = ApiKeys(pool)
+    await keys.seed(
+        [(key_hash(k), user, shown_prefix(k)) for k, user in settings.gateway_api_keys.items()]
+    )
+    access = AccessServicer(limits, keys)
+
     def register(server: aio.Server) -> None:
         add_runtime_servicer(servicer, server)
         admin_pb2_grpc.add_AgentAdminServicer_to_server(admin, server)
+        access_pb2_grpc.add_AccessServicer_to_server(access, server)
 
     async def database_answers() -> bool:
         return await db.ping(pool)
 
     deps = ServiceDeps(
         name="orchestrator",
-        full_names=(SERVICE_NAME, ADMIN_SERVICE_NAME),
+        full_names=(SERVICE_NAME, ADMIN_SERVICE_NAME, ACCESS_SERVICE_NAME),
         register=register,
         probes=(database_answers, *(health_probe(c) for c in channels.values())),
     )

@@ -15,7 +15,7 @@ from grpc import aio
 from codelab.v1 import common_pb2 as common
 from codelab.v1 import runtime_pb2 as pb
 from codelab.v1 import runtime_pb2_grpc as pb_grpc
-from services.common.errors import InvalidInput
+from services.common.errors import InvalidInput, LimitReached
 from services.common.logs import log_context
 from services.orchestrator.errors import MissingField
 from services.orchestrator.hub import SessionHub
@@ -97,6 +97,18 @@ def add_runtime_servicer(servicer: AgentRuntimeServicer, server: aio.Server) -> 
     server.add_registered_method_handlers(SERVICE_NAME, handlers)
 
 
+def limit_rejection(limited: LimitReached) -> common.ClientMessage:
+    """A message refused by a limit, delivered as a rejection so the error (with its
+    retry_after) reaches the session's clients in order, with a seq."""
+    return common.ClientMessage(
+        rejected=common.Rejected(
+            error_code=common.ErrorCode.Value(limited.code),
+            content=limited.message,
+            details_json=json.dumps(limited.details),
+        )
+    )
+
+
 def session_to_proto(row: SessionRow) -> pb.Session:
     return pb.Session(
         session_id=row.session_id,
@@ -150,6 +162,10 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
 
             async def read() -> None:
                 async for message in request_iterator:
+                    try:
+                        await self.runtime.admit(user, message)
+                    except LimitReached as limited:
+                        message = limit_rejection(limited)
                     await self.runtime.submit(sid, user, message)
 
             reader = asyncio.create_task(read(), name=f"stream-reader:{sid}")
@@ -172,6 +188,9 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
                 code="MISSING_REQUIRED_FIELD",
             )
         sid = request.session_id or f"session-{uuid.uuid4().hex}"
+        await self.runtime.limits.admit_session(
+            sid, request.user_id, self.agents.entry, request.title, request.system_prompt
+        )
         row, _ = await self.store.ensure_session(
             sid, request.user_id, request.title, request.system_prompt, self.agents.entry
         )
@@ -230,6 +249,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
         if not request.session_id or not request.message.WhichOneof("message"):
             raise MissingField("session_id and message are required")
         await self.runtime.attach(request.session_id, request.user_id)
+        await self.runtime.admit(request.user_id, request.message)
         await self.runtime.submit(request.session_id, request.user_id, request.message)
         return pb.SubmitResponse(status="accepted")
 

@@ -11,7 +11,7 @@ The stored shape::
     prompt_pack      {system_prompt, initial_user_request_template,
                       clarification_response_template}
     llm_config       {model, temperature, max_tokens}
-    execution_policy {max_iterations, max_tool_calls, max_invalid_arguments}
+    execution_policy {max_iterations, max_tool_calls, max_invalid_arguments, max_turn_tokens}
     tool_policy      {mode: static | retrieval, allowed: [tool | "*" | "agent.<name>" |
                       "agent.*"], required, max_tools}
     file_restrictions [regex], handoff [agent],
@@ -42,6 +42,7 @@ LIMITS: Mapping[str, tuple[float, float]] = {
     "max_iterations": (1, 500),
     "max_tool_calls": (1, 5_000),
     "max_invalid_arguments": (0, 100),
+    "max_turn_tokens": (0, 100_000_000),
     "max_tools": (0, 256),
 }
 PROMPT_KEYS = ("system_prompt", "initial_user_request_template", "clarification_response_template")
@@ -195,7 +196,7 @@ def canonical(raw: Any) -> dict[str, Any]:
     if not _text(prompts, "system_prompt", "prompt_pack."):
         raise InvalidTemplate("'prompt_pack.system_prompt' is required and must not be empty")
     llm = _section(top, "llm_config", ("model", "temperature", "max_tokens"))
-    execution = _section(top, "execution_policy", EXECUTION_DEFAULTS)
+    execution = _section(top, "execution_policy", (*EXECUTION_DEFAULTS, "max_turn_tokens"))
     tools = _section(top, "tool_policy", ("mode", "allowed", "required", "max_tools"))
     mode = _text(tools, "mode", "tool_policy.", "static") or "static"
     if mode not in TOOL_MODES:
@@ -221,7 +222,13 @@ def canonical(raw: Any) -> dict[str, Any]:
         "execution_policy": {
             key: _number(execution, key, "execution_policy.", default, int)
             for key, default in EXECUTION_DEFAULTS.items()
-        },
+        }
+        # Prompt + completion tokens a turn may spend (BUDGET_EXCEEDED past it); absent: off.
+        | (
+            {"max_turn_tokens": _number(execution, "max_turn_tokens", "execution_policy.", 0, int)}
+            if "max_turn_tokens" in execution
+            else {}
+        ),
         "tool_policy": {
             "mode": mode,
             "allowed": allowed,

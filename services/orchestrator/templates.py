@@ -90,6 +90,8 @@ class AgentTemplate:
     max_iterations: int = EXECUTION_DEFAULTS["max_iterations"]
     max_tool_calls: int = EXECUTION_DEFAULTS["max_tool_calls"]
     max_invalid_arguments: int = EXECUTION_DEFAULTS["max_invalid_arguments"]
+    max_turn_tokens: int = 0
+    """Tokens (prompt + completion) one turn may spend; 0: no limit."""
     hitl: Mapping[str, Sequence[str]] = field(default_factory=dict)
     """Approval policy overrides (always_approve, never_approve, command_allow, command_deny)."""
     base_class: str = DEFAULT_BASE_CLASS
@@ -130,6 +132,7 @@ class AgentTemplate:
             max_iterations=execution["max_iterations"],
             max_tool_calls=execution["max_tool_calls"],
             max_invalid_arguments=execution["max_invalid_arguments"],
+            max_turn_tokens=execution.get("max_turn_tokens", 0),
             hitl=definition.get("hitl", {}),
             base_class=definition.get("base_class", DEFAULT_BASE_CLASS),
             llm_config=llm,

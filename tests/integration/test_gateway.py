@@ -177,8 +177,14 @@ async def test_api_keys_guard_every_endpoint_but_health(mesh: Mesh) -> None:
             )
             assert allowed.status_code == 200
         with pytest.raises(websockets.exceptions.InvalidStatus):
-            async with websockets.connect(f"ws://127.0.0.1:{port}/ws/k-2"):
+            async with websockets.connect(f"ws://127.0.0.1:{port}/ws/k-2?token=wrong"):
                 pass
+        async with websockets.connect(f"ws://127.0.0.1:{port}/ws/k-2") as ws:
+            await ws.send(json.dumps({"type": "user_message", "content": "no key"}))
+            assert json.loads(await ws.recv())["error_code"] == "UNAUTHORIZED"
+            with pytest.raises(websockets.exceptions.ConnectionClosed) as closed:
+                await ws.recv()
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
         async with websockets.connect(f"ws://127.0.0.1:{port}/ws/k-2?token=k-alice") as ws:
             await ws.send(json.dumps({"type": "user_message", "content": "hello"}))
             events = await receive_until_done(ws)

@@ -66,6 +66,7 @@ def test_builtins_keep_their_prompts_and_tools() -> None:
         ({"prompt_pack": "Help."}, InvalidTemplate, "must be a JSON object"),
         ({"execution_policy": {"max_tool_calls": 10**6}}, InvalidTemplate, "between 1 and 5000"),
         ({"execution_policy": {"max_iterations": True}}, InvalidTemplate, "an integer"),
+        ({"execution_policy": {"max_turn_tokens": -1}}, InvalidTemplate, "between 0 and"),
         ({"llm_config": {"max_tokens": 1.5}}, InvalidTemplate, "an integer"),
         ({"tool_policy": {"allowed": []}}, InvalidTemplate, "at least one tool"),
         ({"tool_policy": {"allowed": ["*"], "colour": 1}}, InvalidTemplate, "unknown field"),
