@@ -84,7 +84,7 @@ async def show_history(gateway: Gateway, session_id: str, view: RichView, last: 
     for message in messages[-last:]:
         role = message.get("role")
         style = "bold" if role == "user" else "dim" if role == "tool" else ""
-        view.console.print(f"{role}: {message['content'][:400]}", style=style)
+        view.print(f"{role}: {message['content'][:400]}", style=style)
 
 
 async def interactive(options: Options) -> int:

@@ -40,8 +40,9 @@ class TerminalPerson:
             self.view.note(f"answer one of: {', '.join(choices)}")
 
     async def review_call(self, call: Event, shown: str) -> CallDecision:
-        self.view.console.print(
-            f"[yellow]approval needed[/] {call.get('tool_name')}: {call.get('reason') or ''}"
+        self.view.print(
+            f"approval needed: {call.get('tool_name')} ({call.get('reason') or 'policy'})",
+            style="yellow",
         )
         self.view.diff(shown)
         while True:
@@ -63,7 +64,7 @@ class TerminalPerson:
     async def review_plan(self, request: Event, steps: list[Event]) -> PlanDecision:
         for step in steps:
             mark = STEP_MARKS.get(str(step.get("status")), "[ ]")
-            self.view.console.print(f"  {mark} {step.get('desc')} ({step.get('agent', '-')})")
+            self.view.print(f"  {mark} {step.get('desc')} ({step.get('agent', '-')})")
         choice = await self.choose("run this plan?", ("approve", "modify", "reject"))
         if choice == "approve":
             return PlanDecision("approve")
@@ -73,9 +74,9 @@ class TerminalPerson:
         return PlanDecision(choice, feedback=feedback.strip() or None)  # type: ignore[arg-type]
 
     async def answer(self, question: str, options: list[str]) -> str:
-        self.view.console.print(f"[bold]{question}[/]")
+        self.view.print(question, style="bold")
         for number, option in enumerate(options, 1):
-            self.view.console.print(f"  {number}. {option}")
+            self.view.print(f"  {number}. {option}")
         raw = (await self.prompts.prompt_async("answer › ")).strip()
         if raw.isdigit() and 1 <= int(raw) <= len(options):
             return options[int(raw) - 1]

@@ -57,6 +57,10 @@ class RichView:
         self._answer = ""
         self._live: Live | None = None
 
+    def print(self, *parts: Any, style: str | None = None) -> None:
+        """Print without reading ``[...]`` as markup: runtime text is never markup."""
+        self.console.print(*parts, style=style, markup=False)
+
     def event(self, event: Event) -> None:
         kind = event.get("type")
         if kind == "assistant_message" and event.get("token") is not None:
@@ -85,12 +89,12 @@ class RichView:
 
     def _on_assistant_message(self, event: Event) -> None:
         if event.get("content"):
-            self.console.print(Markdown(str(event["content"])))
+            self.print(Markdown(str(event["content"])))
 
     def _on_agent_switched(self, event: Event) -> None:
         self.agent = str(event.get("to_agent") or self.agent)
         reason = f" ({event['reason']})" if event.get("reason") else ""
-        self.console.print(
+        self.print(
             Text.assemble(
                 ("⇄ ", "magenta"),
                 (f"{event.get('from_agent')} → ", "dim"),
@@ -101,7 +105,7 @@ class RichView:
 
     def _on_tool_call(self, event: Event) -> None:
         flag = " needs approval" if event.get("requires_approval") else ""
-        self.console.print(
+        self.print(
             Text.assemble(
                 ("⚙ ", "cyan"),
                 (str(event.get("tool_name")), "bold cyan"),
@@ -115,7 +119,7 @@ class RichView:
         body = f"{plan.get('goal', '')}\n{plan.get('subtasks_count', 0)} steps"
         if plan.get("total_estimated_time"):
             body += f", about {plan['total_estimated_time']}"
-        self.console.print(Panel(body, title="plan proposed", border_style="yellow"))
+        self.print(Panel(body, title="plan proposed", border_style="yellow"))
 
     def _on_plan_update(self, event: Event) -> None:
         lines = [
@@ -123,29 +127,29 @@ class RichView:
             f"{step.get('desc')}  ({step.get('agent', '-')})"
             for step in event.get("steps") or ()
         ]
-        self.console.print(Panel("\n".join(lines), title="plan", border_style="blue"))
+        self.print(Panel("\n".join(lines), title="plan", border_style="blue"))
 
     def _on_plan_progress(self, event: Event) -> None:
         mark = STEP_MARKS.get(str(event.get("status")), "[?]")
-        self.console.print(f"{mark} step {event.get('step_id')}: {summary(event.get('result'))}")
+        self.print(f"{mark} step {event.get('step_id')}: {summary(event.get('result'))}")
 
     def _on_plan_rejected(self, event: Event) -> None:
-        self.console.print(f"plan rejected: {event.get('feedback') or ''}", style="yellow")
+        self.print(f"plan rejected: {event.get('feedback') or ''}", style="yellow")
 
     def _on_agent_chain_update(self, event: Event) -> None:
         links = [
             f"{CHAIN_MARKS.get(str(a.get('status')), '?')} {a.get('agent_id')}"
             for a in event.get("agents") or ()
         ]
-        self.console.print("chain: " + " → ".join(links), style="blue")
+        self.print("chain: " + " → ".join(links), style="blue")
 
     def _on_error(self, event: Event) -> None:
-        self.console.print(f"error {event.get('error_code')}: {event.get('content')}", style="red")
+        self.print(f"error {event.get('error_code')}: {event.get('content')}", style="red")
 
     def _on_done(self, event: Event) -> None:
         status = event.get("status")
         if status in ("cancelled", "error"):
-            self.console.print(f"turn {status}", style="yellow")
+            self.print(f"turn {status}", style="yellow")
 
     @contextlib.contextmanager
     def tool_running(self, call: Event) -> Iterator[None]:
@@ -154,17 +158,17 @@ class RichView:
 
     def tool_finished(self, call: Event, result: Any, error: str | None) -> None:
         if error is not None:
-            self.console.print(f"  ✗ {call.get('tool_name')}: {error}", style="red")
+            self.print(f"  ✗ {call.get('tool_name')}: {error}", style="red")
         else:
-            self.console.print(f"  ✓ {summary(result)}", style="green")
+            self.print(f"  ✓ {summary(result)}", style="green")
 
     def note(self, text: str) -> None:
         self._end_answer()
-        self.console.print(text, style="dim")
+        self.print(text, style="dim")
 
     def diff(self, text: str) -> None:
         """A coloured unified diff (or a command) for an approval."""
-        self.console.print(Syntax(text, "diff", theme="ansi_dark", word_wrap=True))
+        self.print(Syntax(text, "diff", theme="ansi_dark", word_wrap=True))
 
 
 class JsonView:
