@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import signal
 import sys
@@ -112,9 +113,8 @@ async def interactive(options: Options) -> int:
                 continue
             if text.strip() in ("/quit", "/exit"):
                 break
-            status = await follow_interruptibly(
-                driver, lambda t=text: driver.say(t, agent_type=options.agent)
-            )
+            turn = functools.partial(driver.say, text, agent_type=options.agent)
+            status = await follow_interruptibly(driver, turn)
             if status == "quit":
                 break
     finally:

@@ -26,8 +26,8 @@ def capped(data: bytes, cap: int = OUTPUT_CAP) -> tuple[str, bool]:
     return f"{head}\n… {omitted} bytes omitted …\n{tail}", True
 
 
-async def run(command: str, cwd: Path, timeout: float, cap: int = OUTPUT_CAP) -> dict[str, Any]:
-    """Run ``command`` through the shell; its whole process group dies at ``timeout``."""
+async def run(command: str, cwd: Path, seconds: float, cap: int = OUTPUT_CAP) -> dict[str, Any]:
+    """Run ``command`` through the shell; its whole process group dies after ``seconds``."""
     process = await asyncio.create_subprocess_shell(
         command,
         cwd=cwd,
@@ -37,14 +37,16 @@ async def run(command: str, cwd: Path, timeout: float, cap: int = OUTPUT_CAP) ->
         start_new_session=True,
     )
     try:
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(seconds):
             stdout, stderr = await process.communicate()
     except (TimeoutError, asyncio.CancelledError) as stopped:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         await process.wait()
         if isinstance(stopped, TimeoutError):
-            raise ToolTimedOut(f"{command!r} ran longer than {timeout:g} s and was killed") from None
+            raise ToolTimedOut(
+                f"{command!r} ran longer than {seconds:g} s and was killed"
+            ) from None
         raise
     out, out_cut = capped(stdout, cap)
     err, err_cut = capped(stderr, cap)

@@ -46,6 +46,7 @@ class Driver:
         self._plan_request: Event | None = None
         self._steps: list[Event] = []
         self._tool_task: asyncio.Task[Any] | None = None
+        self._cancel: asyncio.Future[None] | None = None
 
     async def say(self, text: str, *, agent_type: str | None = None) -> str:
         """Send a message and follow the turn; returns the final ``done`` status."""
@@ -139,7 +140,7 @@ class Driver:
         if self._tool_task is not None:
             self._tool_task.cancel()
         self.view.note("cancelling… (Ctrl-C again to quit)")
-        asyncio.ensure_future(self.connection.send({"type": "cancel"}))
+        self._cancel = asyncio.ensure_future(self.connection.send({"type": "cancel"}))
         return False
 
     async def recover(self, gateway: Any) -> bool:

@@ -42,7 +42,11 @@ def parse(patch: str) -> list[FilePatch]:
     index = 0
     while index < len(lines):
         line = lines[index]
-        if line.startswith("--- ") and index + 1 < len(lines) and lines[index + 1].startswith("+++ "):
+        if (
+            line.startswith("--- ")
+            and index + 1 < len(lines)
+            and lines[index + 1].startswith("+++ ")
+        ):
             files.append(FilePatch(_name(line[4:]), _name(lines[index + 1][4:])))
             index += 2
             continue

@@ -24,7 +24,11 @@ class CallDecision:
 
     def message(self, call_id: str) -> dict[str, Any]:
         """The ``hitl_decision`` the gateway takes."""
-        out: dict[str, Any] = {"type": "hitl_decision", "call_id": call_id, "decision": self.decision}
+        out: dict[str, Any] = {
+            "type": "hitl_decision",
+            "call_id": call_id,
+            "decision": self.decision,
+        }
         if self.arguments is not None:
             out["modified_arguments"] = self.arguments
         if self.feedback:

@@ -23,12 +23,16 @@ def preview(workspace: Workspace, call: dict[str, Any]) -> str:
     """A unified diff for a write or patch; the command and why it was flagged; else JSON."""
     tool, arguments = call.get("tool_name", ""), call.get("arguments") or {}
     if tool == "write_file" and isinstance(arguments, dict):
-        return write_diff(workspace, str(arguments.get("path", "")), str(arguments.get("content", "")))
+        return write_diff(
+            workspace, str(arguments.get("path", "")), str(arguments.get("content", ""))
+        )
     if tool in PATCH_TOOLS and isinstance(arguments, dict):
         return str(arguments.get("patch", ""))
     if tool in COMMAND_TOOLS and isinstance(arguments, dict):
         where = arguments.get("cwd", ".")
-        return f"$ {arguments.get('command', '')}\n(in {where}) flagged: {call.get('reason') or '-'}"
+        return (
+            f"$ {arguments.get('command', '')}\n(in {where}) flagged: {call.get('reason') or '-'}"
+        )
     return json.dumps(arguments, indent=2, ensure_ascii=False)
 
 
@@ -55,9 +59,7 @@ def editor_command(environ: dict[str, str] | None = None) -> list[str]:
     return shlex.split(env.get("VISUAL") or env.get("EDITOR") or "vi")
 
 
-async def edit_arguments(
-    call: dict[str, Any], editor: list[str] | None = None
-) -> dict[str, Any]:
+async def edit_arguments(call: dict[str, Any], editor: list[str] | None = None) -> dict[str, Any]:
     """Open the editor on the call's arguments and return them as saved.
 
     A write_file opens on the file's proposed content (the path stays); anything else on its
@@ -67,7 +69,9 @@ async def edit_arguments(
     tool = call.get("tool_name")
     as_content = tool == "write_file" and isinstance(arguments.get("content"), str)
     suffix = Path(str(arguments.get("path", ""))).suffix if as_content else ".json"
-    text = arguments["content"] if as_content else json.dumps(arguments, indent=2, ensure_ascii=False)
+    text = (
+        arguments["content"] if as_content else json.dumps(arguments, indent=2, ensure_ascii=False)
+    )
     edited = await asyncio.to_thread(_edit_text, text, suffix, editor or editor_command())
     if as_content:
         return {**arguments, "content": edited}
@@ -91,4 +95,3 @@ def _edit_text(text: str, suffix: str, editor: list[str]) -> str:
         if finished.returncode != 0:
             raise ToolFailed(f"the editor exited with status {finished.returncode}")
         return path.read_text(encoding="utf-8")
-

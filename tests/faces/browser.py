@@ -25,9 +25,13 @@ expect.set_options(timeout=WAIT_MS)
 
 def chromium_path() -> str:
     """``CHROMIUM`` or the distribution's ``chromium`` (``.ci/run`` installs it)."""
-    found = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    found = (
+        os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    )
     if not found:
-        raise RuntimeError("no Chromium: install the distribution's package (apt-get install chromium)")
+        raise RuntimeError(
+            "no Chromium: install the distribution's package (apt-get install chromium)"
+        )
     return found
 
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-
 from playwright.async_api import Browser
 
 from tests.faces.browser import chromium

@@ -111,7 +111,9 @@ PATCH = """--- a/src/app.py
 
 async def test_patches_apply_strictly(box: Toolbox, tmp_path: Path) -> None:
     assert await run(box, "apply_patch", patch=PATCH) == {"applied": ["src/app.py", "src/new.py"]}
-    assert (tmp_path / "src" / "app.py").read_text() == 'def main():\n    print("hi")\n    return 0\n'
+    assert (
+        tmp_path / "src" / "app.py"
+    ).read_text() == 'def main():\n    print("hi")\n    return 0\n'
     assert (tmp_path / "src" / "new.py").read_text() == "VALUE = 2\n"
     with pytest.raises(ToolFailed, match="does not match"):
         await run(box, "apply_patch_review", patch=PATCH.split("--- /dev/null")[0])
@@ -121,13 +123,16 @@ async def test_patches_apply_strictly(box: Toolbox, tmp_path: Path) -> None:
         await run(box, "apply_patch", patch=PATCH.replace("b/src/new.py", "b/../new.py"))
 
 
+def commit_all(folder: Path) -> None:
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    for step in (["init", "-q"], ["add", "."], ["commit", "-qm", "init"]):
+        subprocess.run([*git, *step], cwd=folder, check=True)
+
+
 async def test_git_diff_in_a_repository_and_outside_one(box: Toolbox, tmp_path: Path) -> None:
     with pytest.raises(ToolFailed, match="git diff failed"):
         await run(box, "git.diff")
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run([*git, "init", "-q"], cwd=tmp_path, check=True)
-    subprocess.run([*git, "add", "."], cwd=tmp_path, check=True)
-    subprocess.run([*git, "commit", "-qm", "init"], cwd=tmp_path, check=True)
+    commit_all(tmp_path)
     (tmp_path / "README.md").write_text("# changed\n")
     diff = await run(box, "git.diff", path="README.md")
     assert "-# demo" in diff and "+# changed" in diff
@@ -145,14 +150,22 @@ async def test_previews_show_a_diff_or_why_a_command_was_flagged(box: Toolbox) -
     write = {"tool_name": "write_file", "arguments": {"path": "src/app.py", "content": "x = 1\n"}}
     shown = preview(box.workspace, write)
     assert "--- a/src/app.py" in shown and "-def main():" in shown and "+x = 1" in shown
-    new = preview(box.workspace, {"tool_name": "write_file", "arguments": {"path": "n.py", "content": "y\n"}})
+    new = preview(
+        box.workspace, {"tool_name": "write_file", "arguments": {"path": "n.py", "content": "y\n"}}
+    )
     assert new.startswith("--- /dev/null\n+++ b/n.py")
-    command = {"tool_name": "execute_command", "arguments": {"command": "rm -rf build"}, "reason": "deletes files"}
+    command = {
+        "tool_name": "execute_command",
+        "arguments": {"command": "rm -rf build"},
+        "reason": "deletes files",
+    }
     assert preview(box.workspace, command) == "$ rm -rf build\n(in .) flagged: deletes files"
 
 
 async def test_edit_opens_the_editor_on_the_arguments(tmp_path: Path) -> None:
-    script = "import sys; p = sys.argv[1]; t = open(p).read(); open(p, 'w').write(t.replace('1', '2'))"
+    script = (
+        "import sys; p = sys.argv[1]; t = open(p).read(); open(p, 'w').write(t.replace('1', '2'))"
+    )
     editor = [sys.executable, "-c", script]
     write = {"tool_name": "write_file", "arguments": {"path": "a.py", "content": "x = 1\n"}}
     assert await edit_arguments(write, editor) == {"path": "a.py", "content": "x = 2\n"}

@@ -4,7 +4,9 @@ a dropped connection, resuming a session."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +46,11 @@ async def test_a_read_runs_here_and_the_answer_streams(mesh: Mesh, tmp_path: Pat
 async def test_a_write_approved_with_an_edit_lands_edited(mesh: Mesh, tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text("x = 0\n")
     mesh.scripted.enqueue(
-        {"tool_calls": [{"name": "write_file", "arguments": {"path": "a.py", "content": "x = 1\n"}}]},
+        {
+            "tool_calls": [
+                {"name": "write_file", "arguments": {"path": "a.py", "content": "x = 1\n"}}
+            ]
+        },
         {"text": "Written."},
     )
     async with codelab(mesh, tmp_path, "cli-edit") as cli:
@@ -53,7 +59,9 @@ async def test_a_write_approved_with_an_edit_lands_edited(mesh: Mesh, tmp_path: 
         assert await cli.driver.say("set x", agent_type="coder") == "completed"
     assert "-x = 0\n+x = 1" in cli.person.previews[0]
     assert (tmp_path / "a.py").read_text() == "x = 2\n"
-    audit = await mesh.pool.fetch("select decision from hitl.audit_log where session_id = 'cli-edit'")
+    audit = await mesh.pool.fetch(
+        "select decision from hitl.audit_log where session_id = 'cli-edit'"
+    )
     assert [r["decision"] for r in audit] == ["edit"]
 
 
@@ -77,7 +85,10 @@ async def test_a_refused_path_reaches_the_model_as_an_error(mesh: Mesh, tmp_path
     )
     async with codelab(mesh, tmp_path, "cli-escape") as cli:
         assert await cli.driver.say("read it", agent_type="ask") == "completed"
-    assert "IDE: FILE_RESTRICTION_ERROR: Path 'link/hostname' leads outside" in tool_messages(mesh)[-1]["content"]
+    assert (
+        "IDE: FILE_RESTRICTION_ERROR: Path 'link/hostname' leads outside"
+        in tool_messages(mesh)[-1]["content"]
+    )
     assert "✗ read_file: FILE_RESTRICTION_ERROR" in cli.text
 
 
@@ -123,10 +134,19 @@ async def test_ctrl_c_cancels_the_turn_and_a_running_command(mesh: Mesh, tmp_pat
         {"tool_calls": [{"name": "execute_command", "arguments": {"command": "sleep 30"}}]}
     )
     async with codelab(mesh, tmp_path, "cli-cancel") as cli:
+        started = asyncio.Event()
+        running = cli.driver.view.tool_running
+
+        @contextlib.contextmanager
+        def noted(call: dict[str, Any]) -> Iterator[None]:
+            started.set()
+            with running(call):
+                yield
+
+        cli.driver.view.tool_running = noted  # type: ignore[method-assign]
         turn = asyncio.ensure_future(cli.driver.say("wait", agent_type="debug"))
         async with asyncio.timeout(20):
-            while cli.driver._tool_task is None:
-                await asyncio.sleep(0.01)
+            await started.wait()
         assert cli.driver.interrupt() is False
         assert await turn == "cancelled"
         assert cli.driver.interrupt() is True

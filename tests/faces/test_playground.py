@@ -4,7 +4,6 @@ edit, a plan approved and completed, a reload that resumes, and API keys."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import httpx
 from playwright.async_api import Browser, Page, expect
@@ -63,7 +62,11 @@ async def test_a_streamed_answer_with_agent_events_and_usage(mesh: Mesh, browser
 
 async def test_a_write_approved_with_an_edit(mesh: Mesh, browser: Browser) -> None:
     mesh.scripted.enqueue(
-        {"tool_calls": [{"name": "write_file", "arguments": {"path": "a.py", "content": "x = 1\n"}}]},
+        {
+            "tool_calls": [
+                {"name": "write_file", "arguments": {"path": "a.py", "content": "x = 1\n"}}
+            ]
+        },
         {"text": "Written."},
     )
     async with playground(browser, mesh.gateway_url, "web-edit") as page:
@@ -83,7 +86,9 @@ async def test_a_write_approved_with_an_edit(mesh: Mesh, browser: Browser) -> No
         "select state, arguments from orchestrator.tool_calls where session_id = 'web-edit'"
     )
     assert row["state"] == "completed" and row["arguments"] == edited
-    audit = await mesh.pool.fetch("select decision from hitl.audit_log where session_id = 'web-edit'")
+    audit = await mesh.pool.fetch(
+        "select decision from hitl.audit_log where session_id = 'web-edit'"
+    )
     assert [r["decision"] for r in audit] == ["edit"]
 
 
@@ -141,18 +146,19 @@ async def test_a_session_opened_from_the_list_shows_its_history(
         await expect(page.get_by_test_id("assistant")).to_contain_text("First answer.")
 
 
-async def test_with_api_keys_the_key_is_entered_once(
-    database_url: str, browser: Browser, tmp_path: Path
-) -> None:
-    async with running_mesh(database_url, gateway_api_keys={"k-web": "alice"}) as mesh:
-        async with playground(browser, mesh.gateway_url, "web-key") as page:
-            await expect(page.get_by_test_id("connection")).to_have_text("enter the API key")
-            await page.get_by_test_id("api-key").fill("k-web")
-            await page.get_by_test_id("api-key").dispatch_event("change")
-            await expect(page.get_by_test_id("connection")).to_have_text("connected")
-            mesh.scripted.enqueue({"text": "Keyed."})
-            await send(page, "hi", agent="ask")
-            await settled(page)
-            await page.reload()
-            assert await page.get_by_test_id("api-key").input_value() == "k-web"
-            await expect(page.get_by_test_id("assistant")).to_contain_text("Keyed.")
+async def test_with_api_keys_the_key_is_entered_once(database_url: str, browser: Browser) -> None:
+    keys = {"k-web": "alice"}
+    async with (
+        running_mesh(database_url, gateway_api_keys=keys) as mesh,
+        playground(browser, mesh.gateway_url, "web-key") as page,
+    ):
+        await expect(page.get_by_test_id("connection")).to_have_text("enter the API key")
+        await page.get_by_test_id("api-key").fill("k-web")
+        await page.get_by_test_id("api-key").dispatch_event("change")
+        await expect(page.get_by_test_id("connection")).to_have_text("connected")
+        mesh.scripted.enqueue({"text": "Keyed."})
+        await send(page, "hi", agent="ask")
+        await settled(page)
+        await page.reload()
+        assert await page.get_by_test_id("api-key").input_value() == "k-web"
+        await expect(page.get_by_test_id("assistant")).to_contain_text("Keyed.")
