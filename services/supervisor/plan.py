@@ -175,6 +175,7 @@ def render_banner(plan: Plan) -> str:
             f"  gateway      http://{base}  (WebSocket ws://{base}/ws/{{session_id}}, "
             "docs /docs, health /health, metrics /metrics)"
         )
+        lines.append(f"  playground   http://{base}/playground   terminal: codelab (CODELAB_URL)")
     addresses = {
         "orchestrator": f"{s.orchestrator_addr} (gRPC)",
         "toolsearch": s.toolsearch_addr,
