@@ -114,7 +114,7 @@ async def test_a_dropped_connection_resumes_without_duplicated_text(
     mesh: Mesh, tmp_path: Path
 ) -> None:
     words = " ".join(f"w{i}" for i in range(25))
-    mesh.scripted.enqueue({"text": words, "chunk_size": 4, "token_delay_ms": 20})
+    mesh.scripted.enqueue({"text": words, "chunk_size": 4, "token_delay_ms": 40})
     async with codelab(mesh, tmp_path, "cli-drop") as cli:
         message = {"type": "user_message", "content": "talk", "agent_type": "coder"}
         await cli.driver.connection.send(message)
