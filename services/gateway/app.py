@@ -5,11 +5,13 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import grpc
 from fastapi import FastAPI, Request, WebSocket
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
+from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, generate_latest
 
 from clients.python import MeshClient
@@ -38,6 +40,7 @@ from services.gateway.translate import (
 from services.gateway.ws_auth import authenticate, redact_server_logs
 
 VERSION = "0.1.0"
+PLAYGROUND = Path(__file__).with_name("playground")
 WS_OPEN = Gauge("codelab_gateway_websockets_open", "IDE WebSocket connections open")
 SSE_REQUESTS = Counter("codelab_gateway_sse_requests_total", "SSE message streams started")
 
@@ -105,6 +108,13 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
             "services": services,
         }
         return JSONResponse(body, status_code=200 if healthy else 503)
+
+    @app.get("/playground", include_in_schema=False)
+    async def playground() -> RedirectResponse:
+        """The web playground (static files; it uses the public WebSocket and REST only)."""
+        return RedirectResponse("/playground/")
+
+    app.mount("/playground", StaticFiles(directory=PLAYGROUND, html=True), name="playground")
 
     @app.get("/metrics", tags=["ops"])
     async def metrics() -> Response:

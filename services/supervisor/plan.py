@@ -185,6 +185,7 @@ def render_banner(plan: Plan) -> str:
             f"(WebSocket ws{secure}://{base}/ws/{{session_id}}, "
             "docs /docs, health /health, metrics /metrics)"
         )
+        lines.append(f"  playground   http://{base}/playground   terminal: codelab (CODELAB_URL)")
     addresses = {
         "orchestrator": f"{s.orchestrator_addr} (gRPC)",
         "toolsearch": s.toolsearch_addr,

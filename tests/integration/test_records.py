@@ -43,4 +43,5 @@ async def test_reads_become_sources_and_confirmed_writes_artifacts(mesh: Mesh) -
         ("write_file", "completed"),
         ("write_file", "rejected"),
     ]
+    assert records["executions"][0]["arguments"] == {"path": "src/app.py"}
     assert missing.status_code == 404

@@ -79,6 +79,7 @@ def test_addresses_and_ports_from_env_reach_children_and_banner() -> None:
     assert banner.startswith("CodeLab Agent Runtime is up\n")
     assert "http://127.0.0.1:9000" in banner and "ws://127.0.0.1:9000/ws/{session_id}" in banner
     assert "toolsearch 127.0.0.1:6002" in banner and "built-in scripted model" in banner
+    assert "http://127.0.0.1:9000/playground" in banner
     assert banner.endswith("Ctrl-C stops everything.\n")
 
 

@@ -291,7 +291,9 @@ select call_id, kind, path, bytes, created_at from orchestrator.artifacts
 where session_id = $1 order by id;
 
 -- name: session_executions
-select execution_id, agent, tool_name, state, started_at, finished_at
+-- The arguments let a reconnecting IDE run a call that was dispatched while it was away.
+select execution_id, agent, tool_name, arguments, state, plan_id, step_id, started_at,
+       finished_at
 from orchestrator.tool_executions
 where session_id = $1 order by started_at;
 

@@ -1,0 +1,82 @@
+"""codelab driven in-process against the test mesh: a person who answers from a script."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+
+from clients.cli.connection import Connection
+from clients.cli.driver import Driver
+from clients.cli.person import CallDecision, Event, PlanDecision
+from clients.cli.tools import Toolbox
+from clients.cli.view import RichView
+from clients.cli.workspace import Workspace
+from tests.support.mesh import Mesh
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class ScriptedPerson:
+    """Answers approvals, plans and questions from lists, and keeps what it was shown."""
+
+    calls: list[CallDecision] = field(default_factory=list)
+    plans: list[PlanDecision] = field(default_factory=list)
+    answers: list[str] = field(default_factory=list)
+    previews: list[str] = field(default_factory=list)
+    plan_steps: list[list[Event]] = field(default_factory=list)
+
+    async def review_call(self, call: Event, preview: str) -> CallDecision:
+        self.previews.append(preview)
+        return self.calls.pop(0)
+
+    async def review_plan(self, request: Event, steps: list[Event]) -> PlanDecision:
+        self.plan_steps.append(steps)
+        return self.plans.pop(0)
+
+    async def answer(self, question: str, options: list[str]) -> str:
+        return self.answers.pop(0)
+
+
+@dataclass
+class Cli:
+    driver: Driver
+    person: ScriptedPerson
+    screen: io.StringIO
+
+    @property
+    def text(self) -> str:
+        return self.screen.getvalue()
+
+
+@asynccontextmanager
+async def codelab(mesh: Mesh, workspace: Path, session_id: str) -> AsyncIterator[Cli]:
+    """A connected driver whose terminal is a string."""
+    screen = io.StringIO()
+    view = RichView(Console(file=screen, width=120, force_terminal=False, highlight=False))
+    person = ScriptedPerson()
+    space = Workspace(workspace)
+    connection = Connection(mesh.gateway_url, session_id)
+    driver = Driver(connection, Toolbox(space, person, ripgrep=None), person, view, space)
+    await connection.open()
+    try:
+        yield Cli(driver, person, screen)
+    finally:
+        await connection.close()
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    """The environment of a codelab subprocess: this checkout first on the path."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **extra}
+    env.pop("CODELAB_URL", None)
+    return env
+
+
+CLI = [sys.executable, "-m", "clients.cli"]
