@@ -153,12 +153,15 @@ async def test_with_api_keys_the_key_is_entered_once(database_url: str, browser:
         playground(browser, mesh.gateway_url, "web-key") as page,
     ):
         await expect(page.get_by_test_id("connection")).to_have_text("enter the API key")
+        urls: list[str] = []
+        page.on("websocket", lambda socket: urls.append(socket.url))
         await page.get_by_test_id("api-key").fill("k-web")
         await page.get_by_test_id("api-key").dispatch_event("change")
         await expect(page.get_by_test_id("connection")).to_have_text("connected")
         mesh.scripted.enqueue({"text": "Keyed."})
         await send(page, "hi", agent="ask")
         await settled(page)
+        assert urls and not any("k-web" in url for url in urls)  # the key is not in a URL
         await page.reload()
         assert await page.get_by_test_id("api-key").input_value() == "k-web"
         await expect(page.get_by_test_id("assistant")).to_contain_text("Keyed.")

@@ -252,8 +252,9 @@
     const scheme = location.protocol === "https:" ? "wss://" : "ws://";
     const query = new URLSearchParams();
     if (page.state.lastSeq !== null) { query.set("last_event_id", String(page.state.lastSeq)); }
-    if (key()) { query.set("token", key()); }
-    const socket = new WebSocket(scheme + location.host + "/ws/" + encodeURIComponent(page.sid) + "?" + query);
+    // The key travels as a subprotocol, never in the URL (the gateway answers "codelab").
+    const protocols = key() ? ["codelab", "bearer." + key()] : [];
+    const socket = new WebSocket(scheme + location.host + "/ws/" + encodeURIComponent(page.sid) + "?" + query, protocols);
     page.socket = socket;
     socket.onopen = function () { $("connection").textContent = "connected"; };
     socket.onmessage = function (frame) { handle(JSON.parse(frame.data)); };
