@@ -49,6 +49,7 @@ class AccountedUpstream:
                 prompt_tokens=finished.prompt_tokens if finished else 0,
                 completion_tokens=finished.completion_tokens if finished else 0,
                 with_tools=bool(request.tools),
+                reasoning_tokens=finished.reasoning_tokens if finished else 0,
             )
             # Shielded: a caller that hangs up mid-stream still costs tokens.
             await asyncio.shield(self._record(record))

@@ -53,6 +53,13 @@ class TextDelta:
 
 
 @dataclass(frozen=True)
+class ReasoningDelta:
+    """A piece of the model's reasoning (never part of the answer)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class ToolCallOut:
     """A whole tool call, assembled from its deltas."""
 
@@ -69,9 +76,20 @@ class Finished:
     prompt_tokens: int
     completion_tokens: int
     model: str
+    reasoning_tokens: int = 0
 
 
-Chunk = TextDelta | ToolCallOut | Finished
+Chunk = TextDelta | ReasoningDelta | ToolCallOut | Finished
+
+
+def _deltas(assembly: Assembly, payloads: list[bytes]) -> list[Chunk]:
+    """What the payloads that arrived together say: reasoning first, then the text."""
+    text = _text_of(assembly, payloads)
+    thought = assembly.take_reasoning()
+    out: list[Chunk] = [ReasoningDelta(thought)] if thought else []
+    if text:
+        out.append(TextDelta(text))
+    return out
 
 
 def _text_of(assembly: Assembly, payloads: list[bytes]) -> str:
@@ -130,7 +148,12 @@ def classify(error: Exception, *, started: bool, timeout: float) -> LlmError:
 
 def estimate_tokens(text: str) -> int:
     """A rough count for upstreams that do not report usage."""
-    return max(1, len(text) // 4) if text else 0
+    return estimate_chars(len(text))
+
+
+def estimate_chars(chars: int) -> int:
+    """Rough tokens of ``chars`` characters of text (about four a token)."""
+    return max(1, chars // 4) if chars else 0
 
 
 class Upstream:
@@ -212,25 +235,26 @@ class Upstream:
         parser = SseParser()
         async with self.http.post(body, seconds) as content:
             async for block in content.iter_any():
-                text = _text_of(assembly, parser.feed(block))
-                if text:
-                    yield TextDelta(text)
+                for delta in _deltas(assembly, parser.feed(block)):
+                    yield delta
                 if assembly.done:
                     break
             else:
-                text = _text_of(assembly, parser.close())
-                if text:
-                    yield TextDelta(text)
+                for delta in _deltas(assembly, parser.close()):
+                    yield delta
         if not assembly.finish_reason:
             raise LlmStreamInterrupted("upstream stream ended without a finish reason")
         for call_id, name, arguments in assembly.tool_calls():
             yield ToolCallOut(call_id, name, arguments)
         prompt, completion = assembly.tokens()
+        thinking = assembly.reasoning_tokens()
+        if thinking is None:
+            thinking = estimate_chars(assembly.reasoning_chars)
         if prompt is None:
             prompt = estimate_tokens(str(request.messages))
         if completion is None:
-            completion = max(1, assembly.text_chars // 4) if assembly.text_chars else 0
-        yield Finished(assembly.finish_reason, prompt, completion, assembly.model)
+            completion = estimate_chars(assembly.text_chars) + thinking
+        yield Finished(assembly.finish_reason, prompt, completion, assembly.model, thinking)
 
     async def close(self) -> None:
         """Close both clients."""

@@ -25,7 +25,7 @@ from services.orchestrator.events import new_id
 from services.orchestrator.file_rules import check_paths
 from services.orchestrator.hub import SessionHub
 from services.orchestrator.ledger import Ledger, LedgerCall
-from services.orchestrator.llm import LlmClient, ModelToolCall, TextPiece
+from services.orchestrator.llm import LlmClient, ModelToolCall, ReasoningPiece, TextPiece
 from services.orchestrator.local_tools import run_local_tool
 from services.orchestrator.mesh_clients import HitlClient
 from services.orchestrator.records import Records
@@ -235,7 +235,7 @@ class AgentLoop:
     ) -> str | None:
         """Ask the model; stream its text. Returns the answer, or None when it called tools."""
         session = await self.session(sid)
-        history = first.history if first else await self.store.history(sid)
+        history = first.history if first else await self.store.context(sid)
         ready = first.ready if first else None
         query = next((m.content for m in reversed(history) if m.role == "user"), "")
         pinned = SCRATCH.get({}).get("pinned_tools", ())
@@ -247,10 +247,17 @@ class AgentLoop:
         message_id = new_id("msg")
         audience = await self.audience(sid)
         parts: list[str] = []
+        thoughts: list[str] = []
         calls: list[ModelToolCall] = []
 
         def said() -> str:
             return "".join(parts)
+
+        def answer(**extra: Any) -> StoredMessage:
+            thought = "".join(thoughts) or None
+            return StoredMessage(
+                "assistant", said(), name=template.name, reasoning=thought, **extra
+            )
 
         try:
             async for output in self.llm.complete(
@@ -260,6 +267,7 @@ class AgentLoop:
                 temperature=template.temperature,
                 max_tokens=template.max_tokens,
                 model=template.model,
+                with_reasoning=template.send_reasoning,
             ):
                 if ready is not None:  # nothing of the answer is seen before the turn's writes
                     await asyncio.shield(ready)
@@ -267,21 +275,18 @@ class AgentLoop:
                 if isinstance(output, TextPiece) and output.text:
                     parts.append(output.text)
                     self.hub.token(audience, output.text, template.name, message_id)
+                elif isinstance(output, ReasoningPiece) and output.text:
+                    thoughts.append(output.text)
+                    self.hub.reasoning(audience, output.text, template.name, message_id)
                 elif isinstance(output, ModelToolCall):
                     calls.append(output)
         except asyncio.CancelledError:
             if parts:  # what the user saw stays in the history, even while cancelling
-                await asyncio.shield(
-                    self.store.add_message(
-                        sid, StoredMessage("assistant", said(), name=template.name)
-                    )
-                )
+                await asyncio.shield(self.store.add_message(sid, answer()))
             raise
         except ServiceError:
             if parts:
-                await self.store.add_message(
-                    sid, StoredMessage("assistant", said(), name=template.name)
-                )
+                await self.store.add_message(sid, answer())
             raise
         if ready is not None:
             await asyncio.shield(ready)
@@ -289,23 +294,18 @@ class AgentLoop:
         if parts:
             self.post(audience, events.assistant_final(template.name, message_id))
         if not calls:
-            await self.store.add_message(
-                sid, StoredMessage("assistant", said(), name=template.name)
-            )
+            await self.store.add_message(sid, answer())
             return said()
         plan = await self.ledger.running_plan(sid)
         step_id = plan.steps[plan.current_step]["id"] if plan else None
         proposed = [(new_id("call"), c) for c in calls]
         await self.store.add_message(
             sid,
-            StoredMessage(
-                "assistant",
-                said(),
-                name=template.name,
+            answer(
                 tool_calls=[
                     {"id": cid, "name": c.name, "arguments": c.arguments_json}
                     for cid, c in proposed
-                ],
+                ]
             ),
         )
         for cid, c in proposed:

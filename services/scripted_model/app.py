@@ -117,7 +117,7 @@ class _Handlers:
         if scenario is None:
             scenario = default_scenario(body)
         elif scenario.text is None and not scenario.tool_calls and scenario.error is None:
-            # A pacing-only scenario keeps the default content.
+            # A pacing-only (or reasoning-only) scenario keeps the default content.
             fallback = default_scenario(body)
             scenario = dataclasses.replace(
                 scenario, text=fallback.text, tool_calls=fallback.tool_calls
@@ -132,6 +132,8 @@ class _Handlers:
             max_tokens=max_tokens,
             finish_reason=scenario.finish_reason,
             usage=scenario.usage,
+            reasoning=scenario.reasoning,
+            reasoning_field=scenario.reasoning_field,
         )
         model = body.get("model") if isinstance(body.get("model"), str) else None
         model = model or self.settings.model_name

@@ -16,9 +16,12 @@ _SCENARIO_KEYS = frozenset(
     {
         "match", "text", "tool_calls", "error", "times", "repeat", "token_delay_ms",
         "first_token_delay_ms", "chunk_size", "disconnect_after_chunks", "finish_reason", "usage",
+        "reasoning", "reasoning_field",
     }
 )  # fmt: skip
 _FINISH_REASONS = frozenset({"stop", "tool_calls", "length", "content_filter"})
+# vLLM and DeepSeek stream reasoning as `reasoning_content`, OpenRouter as `reasoning`.
+REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
 class ScenarioError(ValueError):
@@ -60,6 +63,9 @@ class Scenario:
     disconnect_after_chunks: int | None = None
     finish_reason: str | None = None
     usage: Mapping[str, int] | None = None
+    reasoning: str | None = None
+    """Reasoning streamed before the answer, in ``reasoning_field`` deltas."""
+    reasoning_field: str = REASONING_FIELDS[0]
 
     @classmethod
     def from_dict(cls, data: Any) -> Scenario:
@@ -85,6 +91,8 @@ class Scenario:
             disconnect_after_chunks=_count(data, "disconnect_after_chunks", minimum=0),
             finish_reason=finish_reason,
             usage=_usage(data.get("usage")),
+            reasoning=_opt(data, "reasoning", str),
+            reasoning_field=_reasoning_field(data),
         )
 
 
@@ -93,6 +101,13 @@ def _opt(data: Mapping[str, Any], key: str, kind: type) -> Any:
     if value is not None and not isinstance(value, kind):
         raise ScenarioError(f"{key} must be a {kind.__name__}")
     return value
+
+
+def _reasoning_field(data: Mapping[str, Any]) -> str:
+    field_name = _opt(data, "reasoning_field", str) or REASONING_FIELDS[0]
+    if field_name not in REASONING_FIELDS:
+        raise ScenarioError(f"reasoning_field must be one of {list(REASONING_FIELDS)}")
+    return str(field_name)
 
 
 def _count(data: Mapping[str, Any], key: str, *, minimum: int) -> int | None:

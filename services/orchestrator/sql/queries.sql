@@ -43,8 +43,9 @@ limit $2;
 
 -- name: add_message
 with inserted as (
-    insert into orchestrator.messages (session_id, role, content, name, tool_calls, tool_call_id)
-    values ($1, $2, $3, $4, $5, $6)
+    insert into orchestrator.messages
+        (session_id, role, content, name, tool_calls, tool_call_id, tokens, reasoning)
+    values ($1, $2, $3, $4, $5, $6, $7, $8)
     returning id, created_at
 ), touched as (
     update orchestrator.sessions set last_activity = now() where session_id = $1
@@ -52,8 +53,38 @@ with inserted as (
 select id, created_at from inserted;
 
 -- name: history
-select role, content, name, tool_calls, tool_call_id, created_at
+select id, role, content, name, tool_calls, tool_call_id, created_at, tokens, reasoning
 from orchestrator.messages
+where session_id = $1
+order by id;
+
+-- name: context
+-- What the model reads: the latest summary (id 0, so it sorts first) and the messages
+-- after the ones it covers. The budget check sums `tokens`: nothing is re-counted.
+with summary as (
+    select covers_to, content, tokens, created_at from orchestrator.summaries
+    where session_id = $1
+    order by id desc
+    limit 1
+)
+select 0::bigint as id, 'summary' as role, content, null::text as name,
+       null::jsonb as tool_calls, null::text as tool_call_id, created_at, tokens,
+       null::text as reasoning
+from summary
+union all
+select id, role, content, name, tool_calls, tool_call_id, created_at, tokens, reasoning
+from orchestrator.messages
+where session_id = $1 and id > coalesce((select covers_to from summary), 0)
+order by id;
+
+-- name: add_summary
+insert into orchestrator.summaries
+    (session_id, covers_from, covers_to, messages, content, tokens)
+values ($1, $2, $3, $4, $5, $6);
+
+-- name: summaries
+select covers_from, covers_to, messages, content, tokens
+from orchestrator.summaries
 where session_id = $1
 order by id;
 
@@ -226,6 +257,8 @@ with doomed as (
     where deleted_at is not null and deleted_at < now() - ($1::float8 * interval '1 day')
 ), e as (delete from orchestrator.events where session_id in (select session_id from doomed)),
    m as (delete from orchestrator.messages where session_id in (select session_id from doomed)),
+   su as (delete from orchestrator.summaries
+          where session_id in (select session_id from doomed)),
    t as (delete from orchestrator.tool_calls where session_id in (select session_id from doomed)),
    p as (delete from orchestrator.plans where session_id in (select session_id from doomed)),
    w as (delete from orchestrator.agent_switches
