@@ -68,7 +68,13 @@ class Assembly:
     def _call_delta(self, part: dict[str, Any]) -> None:
         index = part.get("index")
         if not isinstance(index, int):
-            index = len(self.calls) - 1 if self.calls else 0
+            # Without an index (Gemini's and Mistral's compatible APIs, older Ollama) a new
+            # id starts a new call; a delta without one continues the last call.
+            index = max(self.calls) if self.calls else 0
+            last = self.calls.get(index)
+            new_id = part.get("id")
+            if last is not None and new_id and last.id and new_id != last.id:
+                index += 1
         call = self.calls.setdefault(index, PartialCall())
         call.id = part.get("id") or call.id
         function = part.get("function") or {}

@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import re
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,13 @@ import orjson
 from openai import AsyncOpenAI
 
 from services.llmproxy.assembly import Assembly
-from services.llmproxy.errors import LlmError, LlmStreamInterrupted, LlmTimeout, LlmUnavailable
+from services.llmproxy.errors import (
+    LlmContextExceeded,
+    LlmError,
+    LlmStreamInterrupted,
+    LlmTimeout,
+    LlmUnavailable,
+)
 from services.llmproxy.http_stream import StreamingHttp, UpstreamStatus
 from services.llmproxy.sse import SseParser
 
@@ -31,6 +38,16 @@ log = logging.getLogger(__name__)
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 REACHABILITY_TTL = 10.0
+MAX_RETRY_AFTER = 30.0
+"""A longer wait asked by the upstream fails the call now instead of holding the turn."""
+# How providers word "the prompt is too long": OpenAI and Azure (code
+# context_length_exceeded), vLLM and llama.cpp, Anthropic's and Gemini's compatible APIs.
+CONTEXT_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
+CONTEXT_WORDING = re.compile(
+    r"maximum context length|context length|context window|prompt is too long"
+    r"|too many tokens|exceeds the (?:model's )?(?:maximum|context)|input token count",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -122,6 +139,25 @@ def is_retryable(error: Exception) -> bool:
     )
 
 
+def is_context_overflow(error: Exception) -> bool:
+    """The upstream refused the prompt as too long for the model's window."""
+    if not isinstance(error, UpstreamStatus) or error.status not in (400, 413, 422):
+        return False
+    return error.code in CONTEXT_CODES or bool(CONTEXT_WORDING.search(error.message))
+
+
+def retry_delay(error: Exception, attempt: int, backoff: float) -> float | None:
+    """Seconds before retry ``attempt`` (1-based): exponential with jitter, at least what
+    the upstream's ``Retry-After`` asked; None when it asked for more than we wait."""
+    delay: float = backoff * 2 ** (attempt - 1) * (1 + random.random() / 2)
+    asked = error.retry_after if isinstance(error, UpstreamStatus) else None
+    if asked is None:
+        return delay
+    if asked > MAX_RETRY_AFTER:
+        return None
+    return max(delay, asked)
+
+
 def _status(error: Exception) -> int | None:
     if isinstance(error, openai.APIStatusError):
         return error.status_code
@@ -138,6 +174,8 @@ def classify(error: Exception, *, started: bool, timeout: float) -> LlmError:
     if status is not None:
         detail = error.message if isinstance(error, UpstreamStatus | openai.APIStatusError) else ""
         message = f"upstream answered {status}: {detail}"
+        if is_context_overflow(error):
+            return LlmContextExceeded(message, status=status)
         if is_retryable(error):
             return LlmUnavailable(message, status=status)
         return LlmError(message, status=status)
@@ -175,6 +213,8 @@ class Upstream:
         self.timeout = timeout
         self.max_retries = max_retries
         self.backoff = backoff
+        self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+        """How the retry back-off waits (a test records the waits instead)."""
         self._reachable_at: tuple[float, bool] | None = None
 
     async def complete(self, request: CompletionRequest) -> AsyncIterator[Chunk]:
@@ -202,12 +242,14 @@ class Upstream:
                 if started or attempt >= self.max_retries or not is_retryable(error):
                     raise classify(error, started=started, timeout=timeout) from error
                 attempt += 1
-                delay = self.backoff * 2 ** (attempt - 1) * (1 + random.random() / 2)
+                delay = retry_delay(error, attempt, self.backoff)
+                if delay is None:
+                    raise classify(error, started=started, timeout=timeout) from error
                 log.warning(
                     "retrying upstream call",
                     extra={"fields": {"attempt": attempt, "delay": delay, "err": str(error)}},
                 )
-                await asyncio.sleep(delay)
+                await self.sleep(delay)
 
     async def _stream_once(
         self, request: CompletionRequest, seconds: float

@@ -387,6 +387,9 @@ async def test_control_endpoints_over_http(
         {"finish_reason": "because"},
         {"reasoning": 3},
         {"reasoning": "x", "reasoning_field": "thoughts"},
+        {"raw_chunks": [1, 2]},
+        {"error": {"status": 429, "retry_after": "soon"}},
+        {"error": {"status": 429, "retry_after": -1}},
         ["not", "objects"],
     ],
 )
