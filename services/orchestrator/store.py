@@ -67,6 +67,10 @@ class StoredMessage:
     """Estimated tokens, counted when the message was written (0: not counted yet)."""
     id: int = field(default=0, compare=False)
     """The row's id once stored; a summary's is 0."""
+    covers_from: int | None = field(default=None, compare=False)
+    """A summary's first covered message id (its last is the id before the next row)."""
+    covered: int = field(default=0, compare=False)
+    """How many messages a summary covers."""
 
     @property
     def token_count(self) -> int:

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import re
 import signal
 import time
 from collections.abc import Iterator, Mapping
@@ -79,6 +80,16 @@ async def _client_left_during(request: Request, seconds: float) -> bool:
     return False
 
 
+def recall(pattern: str, messages: list[dict[str, Any]]) -> str:
+    """The first match of ``pattern`` in the messages' text, in order."""
+    compiled = re.compile(pattern)
+    for message in messages:
+        found = compiled.search(content_text(message.get("content")))
+        if found:
+            return found.group(0)
+    return "I do not remember."
+
+
 def _optional_int(body: Mapping[str, Any], *keys: str) -> int | None:
     for key in keys:
         value = body.get(key)
@@ -133,6 +144,8 @@ class _Handlers:
             scenario = dataclasses.replace(
                 scenario, text=fallback.text, tool_calls=fallback.tool_calls
             )
+        if scenario.recall is not None:
+            scenario = dataclasses.replace(scenario, text=recall(scenario.recall, messages))
         if scenario.error is not None:
             err = scenario.error
             response = _error(err.status, err.message, err.type, code=err.code)

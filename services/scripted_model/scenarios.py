@@ -7,6 +7,7 @@ eligible one; requests that find none get the default behaviour.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ _SCENARIO_KEYS = frozenset(
     {
         "match", "text", "tool_calls", "error", "times", "repeat", "token_delay_ms",
         "first_token_delay_ms", "chunk_size", "disconnect_after_chunks", "finish_reason", "usage",
-        "reasoning", "reasoning_field", "raw_chunks",
+        "reasoning", "reasoning_field", "raw_chunks", "recall",
     }
 )  # fmt: skip
 _FINISH_REASONS = frozenset({"stop", "tool_calls", "length", "content_filter"})
@@ -70,6 +71,9 @@ class Scenario:
     reasoning_field: str = REASONING_FIELDS[0]
     raw_chunks: tuple[Mapping[str, Any], ...] | None = None
     """Stream exactly these chunk objects (a provider's recorded shape), then ``[DONE]``."""
+    recall: str | None = None
+    """A regex: answer with its first match in the prompt's messages (what a model can
+    only say when the prompt still carries it), or "I do not remember."."""
 
     @classmethod
     def from_dict(cls, data: Any) -> Scenario:
@@ -98,6 +102,7 @@ class Scenario:
             reasoning=_opt(data, "reasoning", str),
             reasoning_field=_reasoning_field(data),
             raw_chunks=_raw_chunks(data.get("raw_chunks")),
+            recall=_pattern(data),
         )
 
 
@@ -106,6 +111,16 @@ def _opt(data: Mapping[str, Any], key: str, kind: type) -> Any:
     if value is not None and not isinstance(value, kind):
         raise ScenarioError(f"{key} must be a {kind.__name__}")
     return value
+
+
+def _pattern(data: Mapping[str, Any]) -> str | None:
+    pattern: str | None = _opt(data, "recall", str)
+    if pattern is not None:
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            raise ScenarioError(f"recall is not a regular expression: {error}") from None
+    return pattern
 
 
 def _raw_chunks(raw: Any) -> tuple[Mapping[str, Any], ...] | None:

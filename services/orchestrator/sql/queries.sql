@@ -62,17 +62,19 @@ order by id;
 -- What the model reads: the latest summary (id 0, so it sorts first) and the messages
 -- after the ones it covers. The budget check sums `tokens`: nothing is re-counted.
 with summary as (
-    select covers_to, content, tokens, created_at from orchestrator.summaries
+    select covers_from, covers_to, messages, content, tokens, created_at
+    from orchestrator.summaries
     where session_id = $1
     order by id desc
     limit 1
 )
 select 0::bigint as id, 'summary' as role, content, null::text as name,
        null::jsonb as tool_calls, null::text as tool_call_id, created_at, tokens,
-       null::text as reasoning
+       null::text as reasoning, covers_from, messages as covered
 from summary
 union all
-select id, role, content, name, tool_calls, tool_call_id, created_at, tokens, reasoning
+select id, role, content, name, tool_calls, tool_call_id, created_at, tokens, reasoning,
+       null::bigint, 0
 from orchestrator.messages
 where session_id = $1 and id > coalesce((select covers_to from summary), 0)
 order by id;
