@@ -33,7 +33,13 @@ from services.orchestrator.context import (
 from services.orchestrator.llm import LlmClient, TextPiece
 from services.orchestrator.store import SessionStore, StoredMessage, Summary
 from services.orchestrator.templates import AgentTemplate
-from services.orchestrator.tokens import MESSAGE_OVERHEAD, Calibration, message_tokens, text_tokens
+from services.orchestrator.tokens import (
+    MESSAGE_OVERHEAD,
+    Calibration,
+    fixed_text_tokens,
+    message_tokens,
+    text_tokens,
+)
 from services.orchestrator.toolbox import ToolSpec
 
 log = logging.getLogger(__name__)
@@ -95,7 +101,7 @@ class ContextKeeper:
         upstream refused the last one as too long, so compact whatever the estimate."""
         limits = Limits(template.context_window, template.max_output_tokens)
         ratio = self.calibration.ratio(template.model)
-        fixed = text_tokens(system) + MESSAGE_OVERHEAD + sum(t.prompt_tokens for t in tools)
+        fixed = fixed_text_tokens(system) + MESSAGE_OVERHEAD + sum(t.prompt_tokens for t in tools)
         total = fixed + context_tokens(history)
         if not force and total * ratio <= limits.threshold:
             return Fitted(system_with_summary(system, history), without_summary(history), total)

@@ -9,6 +9,7 @@ upstream's ``usage.prompt_tokens`` then corrects the estimate per model (``Calib
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -26,6 +27,13 @@ def text_tokens(text: str) -> int:
     if not text:
         return 0
     return sum(1 for _ in _PIECE.finditer(text))
+
+
+@functools.lru_cache(maxsize=1024)
+def fixed_text_tokens(text: str) -> int:
+    """``text_tokens`` of text sent again with every call (system prompts, tool schemas),
+    counted once."""
+    return text_tokens(text)
 
 
 def message_tokens(

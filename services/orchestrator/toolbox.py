@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.orchestrator.templates import ALL_TOOLS, AgentTemplate
-from services.orchestrator.tokens import MESSAGE_OVERHEAD, text_tokens
+from services.orchestrator.tokens import MESSAGE_OVERHEAD, fixed_text_tokens
 
 SWITCH_AGENT = "switch_agent"
 TOOL_SEARCH = "tool_search"
@@ -42,7 +42,8 @@ class ToolSpec:
     @functools.cached_property
     def prompt_tokens(self) -> int:
         """Estimated tokens of the definition in a prompt (counted once per spec)."""
-        return MESSAGE_OVERHEAD + text_tokens(json.dumps(self.as_function()))
+        # The wrapper ({"type": "function", "function": ...}) costs about two overheads.
+        return 2 * MESSAGE_OVERHEAD + fixed_text_tokens(json.dumps(self.as_function()))
 
     @functools.cached_property
     def schema_chars(self) -> int:
