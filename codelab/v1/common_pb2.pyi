@@ -62,6 +62,8 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     """A per-key rate (messages per minute, sessions open at once); details.retry_after."""
     BUDGET_EXCEEDED: _ErrorCode.ValueType  # 28
     """A per-key daily budget (tokens, cost) or a turn's budget; details.retry_after."""
+    LLM_CONTEXT_LENGTH_EXCEEDED: _ErrorCode.ValueType  # 29
+    """The prompt did not fit the model's context window (the runtime compacts and retries)."""
 
 class ErrorCode(_ErrorCode, metaclass=_ErrorCodeEnumTypeWrapper):
     """Error codes of the spec (seed 000 section E, plus the stream/transport ones)."""
@@ -96,6 +98,8 @@ RATE_LIMITED: ErrorCode.ValueType  # 27
 """A per-key rate (messages per minute, sessions open at once); details.retry_after."""
 BUDGET_EXCEEDED: ErrorCode.ValueType  # 28
 """A per-key daily budget (tokens, cost) or a turn's budget; details.retry_after."""
+LLM_CONTEXT_LENGTH_EXCEEDED: ErrorCode.ValueType  # 29
+"""The prompt did not fit the model's context window (the runtime compacts and retries)."""
 Global___ErrorCode: _TypeAlias = ErrorCode  # noqa: Y015
 
 class _Decision:
@@ -582,6 +586,65 @@ class Done(_message.Message):
 Global___Done: _TypeAlias = Done  # noqa: Y015
 
 @_typing.final
+class Reasoning(_message.Message):
+    """A piece of the model's reasoning before (or between) its answer's tokens."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOKEN_FIELD_NUMBER: _builtins.int
+    MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    AGENT_FIELD_NUMBER: _builtins.int
+    token: _builtins.str
+    message_id: _builtins.str
+    """The answer the reasoning belongs to (its assistant_message events share the id)."""
+    agent: _builtins.str
+    def __init__(
+        self,
+        *,
+        token: _builtins.str = ...,
+        message_id: _builtins.str = ...,
+        agent: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_agent", b"_agent", "agent", b"agent"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_agent", b"_agent", "agent", b"agent", "message_id", b"message_id", "token", b"token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__agent: _TypeAlias = _typing.Literal["agent"]  # noqa: Y015
+    _WhichOneofArgType__agent: _TypeAlias = _typing.Literal["_agent", b"_agent"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__agent) -> _WhichOneofReturnType__agent | None: ...
+
+Global___Reasoning: _TypeAlias = Reasoning  # noqa: Y015
+
+@_typing.final
+class ContextCompacted(_message.Message):
+    """Older turns were summarised so the prompt fits the agent's context budget."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    TOKENS_BEFORE_FIELD_NUMBER: _builtins.int
+    TOKENS_AFTER_FIELD_NUMBER: _builtins.int
+    messages: _builtins.int
+    """How many stored messages the summary covers (they stay in the history)."""
+    tokens_before: _builtins.int
+    """The prompt's estimated tokens before and after."""
+    tokens_after: _builtins.int
+    def __init__(
+        self,
+        *,
+        messages: _builtins.int = ...,
+        tokens_before: _builtins.int = ...,
+        tokens_after: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["messages", b"messages", "tokens_after", b"tokens_after", "tokens_before", b"tokens_before"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ContextCompacted: _TypeAlias = ContextCompacted  # noqa: Y015
+
+@_typing.final
 class ServerEvent(_message.Message):
     """Every event the server sends."""
 
@@ -600,6 +663,8 @@ class ServerEvent(_message.Message):
     AGENT_CHAIN_UPDATE_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     DONE_FIELD_NUMBER: _builtins.int
+    REASONING_FIELD_NUMBER: _builtins.int
+    CONTEXT_COMPACTED_FIELD_NUMBER: _builtins.int
     THEN_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     seq: _builtins.int
@@ -627,6 +692,10 @@ class ServerEvent(_message.Message):
     @_builtins.property
     def done(self) -> Global___Done: ...
     @_builtins.property
+    def reasoning(self) -> Global___Reasoning: ...
+    @_builtins.property
+    def context_compacted(self) -> Global___ContextCompacted: ...
+    @_builtins.property
     def then(self) -> _containers.RepeatedCompositeFieldContainer[Global___ServerEvent]:
         """Events that follow this one, carried in the same message when several are ready at
         once (a replay, a burst): a receiver handles them in order, exactly as if each had
@@ -650,13 +719,15 @@ class ServerEvent(_message.Message):
         agent_chain_update: Global___AgentChainUpdate | None = ...,
         error: Global___ErrorEvent | None = ...,
         done: Global___Done | None = ...,
+        reasoning: Global___Reasoning | None = ...,
+        context_compacted: Global___ContextCompacted | None = ...,
         then: _abc.Iterable[Global___ServerEvent] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["agent_chain_update", b"agent_chain_update", "agent_switched", b"agent_switched", "assistant_message", b"assistant_message", "done", b"done", "error", b"error", "event", b"event", "plan_approval_required", b"plan_approval_required", "plan_progress", b"plan_progress", "plan_rejected", b"plan_rejected", "plan_update", b"plan_update", "tool_call", b"tool_call"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["agent_chain_update", b"agent_chain_update", "agent_switched", b"agent_switched", "assistant_message", b"assistant_message", "context_compacted", b"context_compacted", "done", b"done", "error", b"error", "event", b"event", "plan_approval_required", b"plan_approval_required", "plan_progress", b"plan_progress", "plan_rejected", b"plan_rejected", "plan_update", b"plan_update", "reasoning", b"reasoning", "tool_call", b"tool_call"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_chain_update", b"agent_chain_update", "agent_switched", b"agent_switched", "assistant_message", b"assistant_message", "done", b"done", "error", b"error", "event", b"event", "plan_approval_required", b"plan_approval_required", "plan_progress", b"plan_progress", "plan_rejected", b"plan_rejected", "plan_update", b"plan_update", "seq", b"seq", "session_id", b"session_id", "then", b"then", "timestamp", b"timestamp", "tool_call", b"tool_call"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_chain_update", b"agent_chain_update", "agent_switched", b"agent_switched", "assistant_message", b"assistant_message", "context_compacted", b"context_compacted", "done", b"done", "error", b"error", "event", b"event", "plan_approval_required", b"plan_approval_required", "plan_progress", b"plan_progress", "plan_rejected", b"plan_rejected", "plan_update", b"plan_update", "reasoning", b"reasoning", "seq", b"seq", "session_id", b"session_id", "then", b"then", "timestamp", b"timestamp", "tool_call", b"tool_call"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["assistant_message", "tool_call", "agent_switched", "plan_approval_required", "plan_update", "plan_progress", "plan_rejected", "agent_chain_update", "error", "done"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["assistant_message", "tool_call", "agent_switched", "plan_approval_required", "plan_update", "plan_progress", "plan_rejected", "agent_chain_update", "error", "done", "reasoning", "context_compacted"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x63odelab/v1/llmproxy.proto\x12\ncodelab.v1\"!\n\x10ListUsageRequest\x12\r\n\x05limit\x18\x01 \x01(\x05\"?\n\x11ListUsageResponse\x12*\n\x08sessions\x18\x01 \x03(\x0b\x32\x18.codelab.v1.SessionUsage\"?\n\x0bLlmToolCall\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x03 \x01(\t\"\xb2\x01\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x14\n\x07\x63ontent\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x11\n\x04name\x18\x03 \x01(\tH\x01\x88\x01\x01\x12+\n\ntool_calls\x18\x04 \x03(\x0b\x32\x17.codelab.v1.LlmToolCall\x12\x19\n\x0ctool_call_id\x18\x05 \x01(\tH\x02\x88\x01\x01\x42\n\n\x08_contentB\x07\n\x05_nameB\x0f\n\r_tool_call_id\"L\n\x0eToolDefinition\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x17\n\x0fparameters_json\x18\x03 \x01(\t\"\x86\x02\n\x0f\x43ompleteRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12)\n\x08messages\x18\x03 \x03(\x0b\x32\x17.codelab.v1.ChatMessage\x12)\n\x05tools\x18\x04 \x03(\x0b\x32\x1a.codelab.v1.ToolDefinition\x12\x18\n\x0btemperature\x18\x05 \x01(\x01H\x00\x88\x01\x01\x12\x17\n\nmax_tokens\x18\x06 \x01(\x05H\x01\x88\x01\x01\x12\x17\n\x0ftimeout_seconds\x18\x07 \x01(\x01\x12\x0f\n\x07purpose\x18\x08 \x01(\tB\x0e\n\x0c_temperatureB\r\n\x0b_max_tokens\"O\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\x12\x14\n\x0ctotal_tokens\x18\x03 \x01(\x05\"P\n\x06\x46inish\x12\x15\n\rfinish_reason\x18\x01 \x01(\t\x12 \n\x05usage\x18\x02 \x01(\x0b\x32\x11.codelab.v1.Usage\x12\r\n\x05model\x18\x03 \x01(\t\"\x82\x01\n\rCompleteChunk\x12\x14\n\ntext_delta\x18\x01 \x01(\tH\x00\x12,\n\ttool_call\x18\x02 \x01(\x0b\x32\x17.codelab.v1.LlmToolCallH\x00\x12$\n\x06\x66inish\x18\x03 \x01(\x0b\x32\x12.codelab.v1.FinishH\x00\x42\x07\n\x05\x63hunk\"-\n\x0c\x45mbedRequest\x12\x0e\n\x06inputs\x18\x01 \x03(\t\x12\r\n\x05model\x18\x02 \x01(\t\"\x1b\n\tEmbedding\x12\x0e\n\x06values\x18\x01 \x03(\x02\"I\n\rEmbedResponse\x12)\n\nembeddings\x18\x01 \x03(\x0b\x32\x15.codelab.v1.Embedding\x12\r\n\x05model\x18\x02 \x01(\t\"%\n\x0fGetUsageRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\xf2\x01\n\x0cSessionUsage\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x16\n\x0etotal_requests\x18\x02 \x01(\x05\x12\x1b\n\x13successful_requests\x18\x03 \x01(\x05\x12\x17\n\x0f\x66\x61iled_requests\x18\x04 \x01(\x05\x12\x15\n\rprompt_tokens\x18\x05 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x06 \x01(\x05\x12\x14\n\x0ctotal_tokens\x18\x07 \x01(\x05\x12\x1b\n\x13\x61verage_duration_ms\x18\x08 \x01(\x01\x12\x1b\n\x13requests_with_tools\x18\t \x01(\x05\x32\x9b\x02\n\x08LlmProxy\x12\x44\n\x08\x43omplete\x12\x1b.codelab.v1.CompleteRequest\x1a\x19.codelab.v1.CompleteChunk0\x01\x12<\n\x05\x45mbed\x12\x18.codelab.v1.EmbedRequest\x1a\x19.codelab.v1.EmbedResponse\x12\x41\n\x08GetUsage\x12\x1b.codelab.v1.GetUsageRequest\x1a\x18.codelab.v1.SessionUsage\x12H\n\tListUsage\x12\x1c.codelab.v1.ListUsageRequest\x1a\x1d.codelab.v1.ListUsageResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x63odelab/v1/llmproxy.proto\x12\ncodelab.v1\"!\n\x10ListUsageRequest\x12\r\n\x05limit\x18\x01 \x01(\x05\"?\n\x11ListUsageResponse\x12*\n\x08sessions\x18\x01 \x03(\x0b\x32\x18.codelab.v1.SessionUsage\"?\n\x0bLlmToolCall\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x03 \x01(\t\"\xd8\x01\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x14\n\x07\x63ontent\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x11\n\x04name\x18\x03 \x01(\tH\x01\x88\x01\x01\x12+\n\ntool_calls\x18\x04 \x03(\x0b\x32\x17.codelab.v1.LlmToolCall\x12\x19\n\x0ctool_call_id\x18\x05 \x01(\tH\x02\x88\x01\x01\x12\x16\n\treasoning\x18\x06 \x01(\tH\x03\x88\x01\x01\x42\n\n\x08_contentB\x07\n\x05_nameB\x0f\n\r_tool_call_idB\x0c\n\n_reasoning\"L\n\x0eToolDefinition\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x17\n\x0fparameters_json\x18\x03 \x01(\t\"\x86\x02\n\x0f\x43ompleteRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12)\n\x08messages\x18\x03 \x03(\x0b\x32\x17.codelab.v1.ChatMessage\x12)\n\x05tools\x18\x04 \x03(\x0b\x32\x1a.codelab.v1.ToolDefinition\x12\x18\n\x0btemperature\x18\x05 \x01(\x01H\x00\x88\x01\x01\x12\x17\n\nmax_tokens\x18\x06 \x01(\x05H\x01\x88\x01\x01\x12\x17\n\x0ftimeout_seconds\x18\x07 \x01(\x01\x12\x0f\n\x07purpose\x18\x08 \x01(\tB\x0e\n\x0c_temperatureB\r\n\x0b_max_tokens\"i\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\x12\x14\n\x0ctotal_tokens\x18\x03 \x01(\x05\x12\x18\n\x10reasoning_tokens\x18\x04 \x01(\x05\"P\n\x06\x46inish\x12\x15\n\rfinish_reason\x18\x01 \x01(\t\x12 \n\x05usage\x18\x02 \x01(\x0b\x32\x11.codelab.v1.Usage\x12\r\n\x05model\x18\x03 \x01(\t\"\x9d\x01\n\rCompleteChunk\x12\x14\n\ntext_delta\x18\x01 \x01(\tH\x00\x12,\n\ttool_call\x18\x02 \x01(\x0b\x32\x17.codelab.v1.LlmToolCallH\x00\x12$\n\x06\x66inish\x18\x03 \x01(\x0b\x32\x12.codelab.v1.FinishH\x00\x12\x19\n\x0freasoning_delta\x18\x04 \x01(\tH\x00\x42\x07\n\x05\x63hunk\"-\n\x0c\x45mbedRequest\x12\x0e\n\x06inputs\x18\x01 \x03(\t\x12\r\n\x05model\x18\x02 \x01(\t\"\x1b\n\tEmbedding\x12\x0e\n\x06values\x18\x01 \x03(\x02\"I\n\rEmbedResponse\x12)\n\nembeddings\x18\x01 \x03(\x0b\x32\x15.codelab.v1.Embedding\x12\r\n\x05model\x18\x02 \x01(\t\"%\n\x0fGetUsageRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\x8c\x02\n\x0cSessionUsage\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x16\n\x0etotal_requests\x18\x02 \x01(\x05\x12\x1b\n\x13successful_requests\x18\x03 \x01(\x05\x12\x17\n\x0f\x66\x61iled_requests\x18\x04 \x01(\x05\x12\x15\n\rprompt_tokens\x18\x05 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x06 \x01(\x05\x12\x14\n\x0ctotal_tokens\x18\x07 \x01(\x05\x12\x1b\n\x13\x61verage_duration_ms\x18\x08 \x01(\x01\x12\x1b\n\x13requests_with_tools\x18\t \x01(\x05\x12\x18\n\x10reasoning_tokens\x18\n \x01(\x05\x32\x9b\x02\n\x08LlmProxy\x12\x44\n\x08\x43omplete\x12\x1b.codelab.v1.CompleteRequest\x1a\x19.codelab.v1.CompleteChunk0\x01\x12<\n\x05\x45mbed\x12\x18.codelab.v1.EmbedRequest\x1a\x19.codelab.v1.EmbedResponse\x12\x41\n\x08GetUsage\x12\x1b.codelab.v1.GetUsageRequest\x1a\x18.codelab.v1.SessionUsage\x12H\n\tListUsage\x12\x1c.codelab.v1.ListUsageRequest\x1a\x1d.codelab.v1.ListUsageResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,27 +38,27 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LLMTOOLCALL']._serialized_start=141
   _globals['_LLMTOOLCALL']._serialized_end=204
   _globals['_CHATMESSAGE']._serialized_start=207
-  _globals['_CHATMESSAGE']._serialized_end=385
-  _globals['_TOOLDEFINITION']._serialized_start=387
-  _globals['_TOOLDEFINITION']._serialized_end=463
-  _globals['_COMPLETEREQUEST']._serialized_start=466
-  _globals['_COMPLETEREQUEST']._serialized_end=728
-  _globals['_USAGE']._serialized_start=730
-  _globals['_USAGE']._serialized_end=809
-  _globals['_FINISH']._serialized_start=811
-  _globals['_FINISH']._serialized_end=891
-  _globals['_COMPLETECHUNK']._serialized_start=894
-  _globals['_COMPLETECHUNK']._serialized_end=1024
-  _globals['_EMBEDREQUEST']._serialized_start=1026
-  _globals['_EMBEDREQUEST']._serialized_end=1071
-  _globals['_EMBEDDING']._serialized_start=1073
-  _globals['_EMBEDDING']._serialized_end=1100
-  _globals['_EMBEDRESPONSE']._serialized_start=1102
-  _globals['_EMBEDRESPONSE']._serialized_end=1175
-  _globals['_GETUSAGEREQUEST']._serialized_start=1177
-  _globals['_GETUSAGEREQUEST']._serialized_end=1214
-  _globals['_SESSIONUSAGE']._serialized_start=1217
-  _globals['_SESSIONUSAGE']._serialized_end=1459
-  _globals['_LLMPROXY']._serialized_start=1462
-  _globals['_LLMPROXY']._serialized_end=1745
+  _globals['_CHATMESSAGE']._serialized_end=423
+  _globals['_TOOLDEFINITION']._serialized_start=425
+  _globals['_TOOLDEFINITION']._serialized_end=501
+  _globals['_COMPLETEREQUEST']._serialized_start=504
+  _globals['_COMPLETEREQUEST']._serialized_end=766
+  _globals['_USAGE']._serialized_start=768
+  _globals['_USAGE']._serialized_end=873
+  _globals['_FINISH']._serialized_start=875
+  _globals['_FINISH']._serialized_end=955
+  _globals['_COMPLETECHUNK']._serialized_start=958
+  _globals['_COMPLETECHUNK']._serialized_end=1115
+  _globals['_EMBEDREQUEST']._serialized_start=1117
+  _globals['_EMBEDREQUEST']._serialized_end=1162
+  _globals['_EMBEDDING']._serialized_start=1164
+  _globals['_EMBEDDING']._serialized_end=1191
+  _globals['_EMBEDRESPONSE']._serialized_start=1193
+  _globals['_EMBEDRESPONSE']._serialized_end=1266
+  _globals['_GETUSAGEREQUEST']._serialized_start=1268
+  _globals['_GETUSAGEREQUEST']._serialized_end=1305
+  _globals['_SESSIONUSAGE']._serialized_start=1308
+  _globals['_SESSIONUSAGE']._serialized_end=1576
+  _globals['_LLMPROXY']._serialized_start=1579
+  _globals['_LLMPROXY']._serialized_end=1862
 # @@protoc_insertion_point(module_scope)

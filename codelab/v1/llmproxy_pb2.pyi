@@ -92,11 +92,14 @@ class ChatMessage(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     TOOL_CALLS_FIELD_NUMBER: _builtins.int
     TOOL_CALL_ID_FIELD_NUMBER: _builtins.int
+    REASONING_FIELD_NUMBER: _builtins.int
     role: _builtins.str
     """system | user | assistant | tool"""
     content: _builtins.str
     name: _builtins.str
     tool_call_id: _builtins.str
+    reasoning: _builtins.str
+    """The assistant's reasoning, sent back only when the agent's template asks for it."""
     @_builtins.property
     def tool_calls(self) -> _containers.RepeatedCompositeFieldContainer[Global___LlmToolCall]: ...
     def __init__(
@@ -107,21 +110,26 @@ class ChatMessage(_message.Message):
         name: _builtins.str | None = ...,
         tool_calls: _abc.Iterable[Global___LlmToolCall] | None = ...,
         tool_call_id: _builtins.str | None = ...,
+        reasoning: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_content", b"_content", "_name", b"_name", "_tool_call_id", b"_tool_call_id", "content", b"content", "name", b"name", "tool_call_id", b"tool_call_id"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_content", b"_content", "_name", b"_name", "_reasoning", b"_reasoning", "_tool_call_id", b"_tool_call_id", "content", b"content", "name", b"name", "reasoning", b"reasoning", "tool_call_id", b"tool_call_id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_content", b"_content", "_name", b"_name", "_tool_call_id", b"_tool_call_id", "content", b"content", "name", b"name", "role", b"role", "tool_call_id", b"tool_call_id", "tool_calls", b"tool_calls"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_content", b"_content", "_name", b"_name", "_reasoning", b"_reasoning", "_tool_call_id", b"_tool_call_id", "content", b"content", "name", b"name", "reasoning", b"reasoning", "role", b"role", "tool_call_id", b"tool_call_id", "tool_calls", b"tool_calls"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__content: _TypeAlias = _typing.Literal["content"]  # noqa: Y015
     _WhichOneofArgType__content: _TypeAlias = _typing.Literal["_content", b"_content"]  # noqa: Y015
     _WhichOneofReturnType__name: _TypeAlias = _typing.Literal["name"]  # noqa: Y015
     _WhichOneofArgType__name: _TypeAlias = _typing.Literal["_name", b"_name"]  # noqa: Y015
+    _WhichOneofReturnType__reasoning: _TypeAlias = _typing.Literal["reasoning"]  # noqa: Y015
+    _WhichOneofArgType__reasoning: _TypeAlias = _typing.Literal["_reasoning", b"_reasoning"]  # noqa: Y015
     _WhichOneofReturnType__tool_call_id: _TypeAlias = _typing.Literal["tool_call_id"]  # noqa: Y015
     _WhichOneofArgType__tool_call_id: _TypeAlias = _typing.Literal["_tool_call_id", b"_tool_call_id"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__content) -> _WhichOneofReturnType__content | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__name) -> _WhichOneofReturnType__name | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__reasoning) -> _WhichOneofReturnType__reasoning | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__tool_call_id) -> _WhichOneofReturnType__tool_call_id | None: ...
 
@@ -212,19 +220,23 @@ class Usage(_message.Message):
     PROMPT_TOKENS_FIELD_NUMBER: _builtins.int
     COMPLETION_TOKENS_FIELD_NUMBER: _builtins.int
     TOTAL_TOKENS_FIELD_NUMBER: _builtins.int
+    REASONING_TOKENS_FIELD_NUMBER: _builtins.int
     prompt_tokens: _builtins.int
     completion_tokens: _builtins.int
     total_tokens: _builtins.int
+    reasoning_tokens: _builtins.int
+    """Part of completion_tokens spent on reasoning (reported, or estimated from its text)."""
     def __init__(
         self,
         *,
         prompt_tokens: _builtins.int = ...,
         completion_tokens: _builtins.int = ...,
         total_tokens: _builtins.int = ...,
+        reasoning_tokens: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["completion_tokens", b"completion_tokens", "prompt_tokens", b"prompt_tokens", "total_tokens", b"total_tokens"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["completion_tokens", b"completion_tokens", "prompt_tokens", b"prompt_tokens", "reasoning_tokens", b"reasoning_tokens", "total_tokens", b"total_tokens"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -264,7 +276,10 @@ class CompleteChunk(_message.Message):
     TEXT_DELTA_FIELD_NUMBER: _builtins.int
     TOOL_CALL_FIELD_NUMBER: _builtins.int
     FINISH_FIELD_NUMBER: _builtins.int
+    REASONING_DELTA_FIELD_NUMBER: _builtins.int
     text_delta: _builtins.str
+    reasoning_delta: _builtins.str
+    """A piece of the model's reasoning (`reasoning_content` / `reasoning` deltas)."""
     @_builtins.property
     def tool_call(self) -> Global___LlmToolCall: ...
     @_builtins.property
@@ -275,12 +290,13 @@ class CompleteChunk(_message.Message):
         text_delta: _builtins.str = ...,
         tool_call: Global___LlmToolCall | None = ...,
         finish: Global___Finish | None = ...,
+        reasoning_delta: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["chunk", b"chunk", "finish", b"finish", "text_delta", b"text_delta", "tool_call", b"tool_call"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["chunk", b"chunk", "finish", b"finish", "reasoning_delta", b"reasoning_delta", "text_delta", b"text_delta", "tool_call", b"tool_call"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk", b"chunk", "finish", b"finish", "text_delta", b"text_delta", "tool_call", b"tool_call"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk", b"chunk", "finish", b"finish", "reasoning_delta", b"reasoning_delta", "text_delta", b"text_delta", "tool_call", b"tool_call"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_chunk: _TypeAlias = _typing.Literal["text_delta", "tool_call", "finish"]  # noqa: Y015
+    _WhichOneofReturnType_chunk: _TypeAlias = _typing.Literal["text_delta", "tool_call", "finish", "reasoning_delta"]  # noqa: Y015
     _WhichOneofArgType_chunk: _TypeAlias = _typing.Literal["chunk", b"chunk"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_chunk) -> _WhichOneofReturnType_chunk | None: ...
 
@@ -384,6 +400,7 @@ class SessionUsage(_message.Message):
     TOTAL_TOKENS_FIELD_NUMBER: _builtins.int
     AVERAGE_DURATION_MS_FIELD_NUMBER: _builtins.int
     REQUESTS_WITH_TOOLS_FIELD_NUMBER: _builtins.int
+    REASONING_TOKENS_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     total_requests: _builtins.int
     successful_requests: _builtins.int
@@ -393,6 +410,7 @@ class SessionUsage(_message.Message):
     total_tokens: _builtins.int
     average_duration_ms: _builtins.float
     requests_with_tools: _builtins.int
+    reasoning_tokens: _builtins.int
     def __init__(
         self,
         *,
@@ -405,10 +423,11 @@ class SessionUsage(_message.Message):
         total_tokens: _builtins.int = ...,
         average_duration_ms: _builtins.float = ...,
         requests_with_tools: _builtins.int = ...,
+        reasoning_tokens: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["average_duration_ms", b"average_duration_ms", "completion_tokens", b"completion_tokens", "failed_requests", b"failed_requests", "prompt_tokens", b"prompt_tokens", "requests_with_tools", b"requests_with_tools", "session_id", b"session_id", "successful_requests", b"successful_requests", "total_requests", b"total_requests", "total_tokens", b"total_tokens"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["average_duration_ms", b"average_duration_ms", "completion_tokens", b"completion_tokens", "failed_requests", b"failed_requests", "prompt_tokens", b"prompt_tokens", "reasoning_tokens", b"reasoning_tokens", "requests_with_tools", b"requests_with_tools", "session_id", b"session_id", "successful_requests", b"successful_requests", "total_requests", b"total_requests", "total_tokens", b"total_tokens"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -60,7 +60,7 @@ class LlmProxyServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Complete(self, request, context):
-        """Streams one chat completion: text deltas, whole tool calls, then `finish`.
+        """Streams one chat completion: reasoning and text deltas, whole tool calls, then `finish`.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

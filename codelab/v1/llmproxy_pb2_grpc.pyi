@@ -32,7 +32,7 @@ class LlmProxyStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> LlmProxyAsyncStub: ...
     Complete: _grpc.UnaryStreamMultiCallable[_llmproxy_pb2.CompleteRequest, _llmproxy_pb2.CompleteChunk]
-    """Streams one chat completion: text deltas, whole tool calls, then `finish`."""
+    """Streams one chat completion: reasoning and text deltas, whole tool calls, then `finish`."""
     Embed: _grpc.UnaryUnaryMultiCallable[_llmproxy_pb2.EmbedRequest, _llmproxy_pb2.EmbedResponse]
     GetUsage: _grpc.UnaryUnaryMultiCallable[_llmproxy_pb2.GetUsageRequest, _llmproxy_pb2.SessionUsage]
     """One session's usage; an empty session_id sums every session."""
@@ -42,7 +42,7 @@ class LlmProxyStub:
 class LlmProxyAsyncStub(LlmProxyStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     Complete: _aio.UnaryStreamMultiCallable[_llmproxy_pb2.CompleteRequest, _llmproxy_pb2.CompleteChunk]  # type: ignore[assignment]
-    """Streams one chat completion: text deltas, whole tool calls, then `finish`."""
+    """Streams one chat completion: reasoning and text deltas, whole tool calls, then `finish`."""
     Embed: _aio.UnaryUnaryMultiCallable[_llmproxy_pb2.EmbedRequest, _llmproxy_pb2.EmbedResponse]  # type: ignore[assignment]
     GetUsage: _aio.UnaryUnaryMultiCallable[_llmproxy_pb2.GetUsageRequest, _llmproxy_pb2.SessionUsage]  # type: ignore[assignment]
     """One session's usage; an empty session_id sums every session."""
@@ -55,7 +55,7 @@ class LlmProxyServicer(metaclass=_abc_1.ABCMeta):
         request: _llmproxy_pb2.CompleteRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_llmproxy_pb2.CompleteChunk], _abc.AsyncIterator[_llmproxy_pb2.CompleteChunk]]:
-        """Streams one chat completion: text deltas, whole tool calls, then `finish`."""
+        """Streams one chat completion: reasoning and text deltas, whole tool calls, then `finish`."""
 
     @_abc_1.abstractmethod
     def Embed(

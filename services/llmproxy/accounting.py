@@ -66,6 +66,7 @@ class AccountedUpstream:
                 prompt_tokens=finished.prompt_tokens if finished else 0,
                 completion_tokens=finished.completion_tokens if finished else 0,
                 with_tools=bool(request.tools),
+                reasoning_tokens=finished.reasoning_tokens if finished else 0,
             )
             REQUESTS.labels(purpose, error_code or "").inc()
             TOKENS.labels("prompt").inc(record.prompt_tokens)

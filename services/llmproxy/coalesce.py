@@ -13,11 +13,12 @@ import contextlib
 from collections import deque
 from collections.abc import AsyncIterator
 
-from services.llmproxy.upstream import Chunk, TextDelta
+from services.llmproxy.upstream import Chunk, ReasoningDelta, TextDelta
 
 
 async def coalesced(source: AsyncIterator[Chunk]) -> AsyncIterator[Chunk]:
-    """``source``'s chunks in order, adjacent text deltas that waited joined together;
+    """``source``'s chunks in order, adjacent text (or reasoning) deltas that waited
+    joined together;
     ``source``'s failure is raised after what it produced before it."""
     pending: deque[Chunk] = deque()
     ready = asyncio.Event()
@@ -40,13 +41,14 @@ async def coalesced(source: AsyncIterator[Chunk]) -> AsyncIterator[Chunk]:
             ready.clear()
             while pending:
                 chunk = pending.popleft()
-                if isinstance(chunk, TextDelta):
+                if isinstance(chunk, TextDelta | ReasoningDelta):
+                    kind = type(chunk)
                     parts = [chunk.text]
-                    while pending and isinstance(following := pending[0], TextDelta):
+                    while pending and type(following := pending[0]) is kind:
                         parts.append(following.text)
                         pending.popleft()
                     if len(parts) > 1:
-                        chunk = TextDelta("".join(parts))
+                        chunk = kind("".join(parts))
                 yield chunk
             if finished:
                 break

@@ -31,3 +31,10 @@ class LlmStreamInterrupted(LlmError):
 
     code = "LLM_STREAM_INTERRUPTED"
     kind = ErrorKind.ABORTED
+
+
+class LlmContextExceeded(LlmError):
+    """The prompt does not fit the model's context window (the caller may shorten it)."""
+
+    code = "LLM_CONTEXT_LENGTH_EXCEEDED"
+    kind = ErrorKind.INVALID

@@ -10,7 +10,9 @@ sending the request another tenth; aiohttp reads the same bytes with its C parse
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+import email.utils
+import time
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import aiohttp
@@ -22,24 +24,54 @@ USER_AGENT = "codelab-llmproxy"
 class UpstreamStatus(Exception):
     """The upstream answered with a status other than 2xx."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(
+        self, status: int, message: str, code: str | None = None, retry_after: float | None = None
+    ) -> None:
         super().__init__(f"upstream answered {status}: {message}")
         self.status = status
         self.message = message
+        self.code = code
+        """The error body's ``error.code`` (e.g. ``context_length_exceeded``)."""
+        self.retry_after = retry_after
+        """Seconds the upstream asked to wait (``Retry-After``), when it said."""
 
 
-def error_message(status: int, body: bytes) -> str:
-    """The ``error.message`` of an OpenAI-style error body, else the body's start."""
+def error_details(status: int, body: bytes) -> tuple[str, str | None]:
+    """(``error.message`` or the body's start, ``error.code``) of an error body."""
     try:
         parsed: Any = orjson.loads(body)
     except orjson.JSONDecodeError:
         parsed = None
     if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
-        message = parsed["error"].get("message")
+        error = parsed["error"]
+        message, code = error.get("message"), error.get("code")
         if isinstance(message, str) and message:
-            return message
+            return message, code if isinstance(code, str) else None
     text = body[:500].decode("utf-8", "replace").strip()
-    return text or f"HTTP {status}"
+    return text or f"HTTP {status}", None
+
+
+def retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (seconds or an HTTP date; OpenAI's
+    ``retry-after-ms`` first); None without a usable one."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 class StreamingHttp:
@@ -74,9 +106,9 @@ class StreamingHttp:
             self.url, data=orjson.dumps(body), headers=self.headers, timeout=timeout
         ) as response:
             if response.status >= 300:
-                raise UpstreamStatus(
-                    response.status, error_message(response.status, await response.read())
-                )
+                message, code = error_details(response.status, await response.read())
+                wait = retry_after({k.lower(): v for k, v in response.headers.items()})
+                raise UpstreamStatus(response.status, message, code, wait)
             yield response.content
 
     async def close(self) -> None:

@@ -15,7 +15,13 @@ from services.llmproxy.accounting import AccountedUpstream
 from services.llmproxy.coalesce import coalesced
 from services.llmproxy.store import Usage, UsageStore
 from services.llmproxy.tool_names import ToolNames
-from services.llmproxy.upstream import CompletionRequest, Finished, TextDelta, ToolCallOut
+from services.llmproxy.upstream import (
+    CompletionRequest,
+    Finished,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallOut,
+)
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["LlmProxy"].full_name
 DEFAULT_LIST_LIMIT = 100
@@ -39,6 +45,8 @@ def message_to_openai(message: pb.ChatMessage, names: ToolNames) -> dict[str, An
         ]
     if message.HasField("tool_call_id"):
         out["tool_call_id"] = message.tool_call_id
+    if message.HasField("reasoning"):
+        out["reasoning_content"] = message.reasoning
     return out
 
 
@@ -95,6 +103,7 @@ def usage_to_proto(usage: Usage) -> pb.SessionUsage:
         total_tokens=usage.total_tokens,
         average_duration_ms=usage.average_duration_ms,
         requests_with_tools=usage.requests_with_tools,
+        reasoning_tokens=usage.reasoning_tokens,
     )
 
 
@@ -115,6 +124,8 @@ class LlmProxyServicer(pb_grpc.LlmProxyServicer):
         async for chunk in coalesced(upstream):
             if isinstance(chunk, TextDelta):
                 yield pb.CompleteChunk(text_delta=chunk.text)
+            elif isinstance(chunk, ReasoningDelta):
+                yield pb.CompleteChunk(reasoning_delta=chunk.text)
             elif isinstance(chunk, ToolCallOut):
                 yield pb.CompleteChunk(
                     tool_call=pb.LlmToolCall(
@@ -132,6 +143,7 @@ class LlmProxyServicer(pb_grpc.LlmProxyServicer):
                             prompt_tokens=chunk.prompt_tokens,
                             completion_tokens=chunk.completion_tokens,
                             total_tokens=chunk.prompt_tokens + chunk.completion_tokens,
+                            reasoning_tokens=chunk.reasoning_tokens,
                         ),
                     )
                 )

@@ -25,6 +25,7 @@ class RequestRecord:
     prompt_tokens: int
     completion_tokens: int
     with_tools: bool
+    reasoning_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class Usage:
     completion_tokens: int
     average_duration_ms: float
     requests_with_tools: int
+    reasoning_tokens: int = 0
     session_id: str = ""
     """The session summed up; empty for the totals across every session."""
 
@@ -65,6 +67,7 @@ class UsageStore:
                 r.prompt_tokens,
                 r.completion_tokens,
                 r.with_tools,
+                r.reasoning_tokens,
             )
 
     async def usage(self, session_id: str) -> Usage:

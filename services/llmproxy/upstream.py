@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import re
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,13 @@ import orjson
 from openai import AsyncOpenAI
 
 from services.llmproxy.assembly import Assembly
-from services.llmproxy.errors import LlmError, LlmStreamInterrupted, LlmTimeout, LlmUnavailable
+from services.llmproxy.errors import (
+    LlmContextExceeded,
+    LlmError,
+    LlmStreamInterrupted,
+    LlmTimeout,
+    LlmUnavailable,
+)
 from services.llmproxy.http_stream import StreamingHttp, UpstreamStatus
 from services.llmproxy.sse import SseParser
 
@@ -31,6 +38,16 @@ log = logging.getLogger(__name__)
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 REACHABILITY_TTL = 10.0
+MAX_RETRY_AFTER = 30.0
+"""A longer wait asked by the upstream fails the call now instead of holding the turn."""
+# How providers word "the prompt is too long": OpenAI and Azure (code
+# context_length_exceeded), vLLM and llama.cpp, Anthropic's and Gemini's compatible APIs.
+CONTEXT_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
+CONTEXT_WORDING = re.compile(
+    r"maximum context length|context length|context window|prompt is too long"
+    r"|too many tokens|exceeds the (?:model's )?(?:maximum|context)|input token count",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -53,6 +70,13 @@ class TextDelta:
 
 
 @dataclass(frozen=True)
+class ReasoningDelta:
+    """A piece of the model's reasoning (never part of the answer)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class ToolCallOut:
     """A whole tool call, assembled from its deltas."""
 
@@ -69,9 +93,20 @@ class Finished:
     prompt_tokens: int
     completion_tokens: int
     model: str
+    reasoning_tokens: int = 0
 
 
-Chunk = TextDelta | ToolCallOut | Finished
+Chunk = TextDelta | ReasoningDelta | ToolCallOut | Finished
+
+
+def _deltas(assembly: Assembly, payloads: list[bytes]) -> list[Chunk]:
+    """What the payloads that arrived together say: reasoning first, then the text."""
+    text = _text_of(assembly, payloads)
+    thought = assembly.take_reasoning()
+    out: list[Chunk] = [ReasoningDelta(thought)] if thought else []
+    if text:
+        out.append(TextDelta(text))
+    return out
 
 
 def _text_of(assembly: Assembly, payloads: list[bytes]) -> str:
@@ -104,6 +139,25 @@ def is_retryable(error: Exception) -> bool:
     )
 
 
+def is_context_overflow(error: Exception) -> bool:
+    """The upstream refused the prompt as too long for the model's window."""
+    if not isinstance(error, UpstreamStatus) or error.status not in (400, 413, 422):
+        return False
+    return error.code in CONTEXT_CODES or bool(CONTEXT_WORDING.search(error.message))
+
+
+def retry_delay(error: Exception, attempt: int, backoff: float) -> float | None:
+    """Seconds before retry ``attempt`` (1-based): exponential with jitter, at least what
+    the upstream's ``Retry-After`` asked; None when it asked for more than we wait."""
+    delay: float = backoff * 2 ** (attempt - 1) * (1 + random.random() / 2)
+    asked = error.retry_after if isinstance(error, UpstreamStatus) else None
+    if asked is None:
+        return delay
+    if asked > MAX_RETRY_AFTER:
+        return None
+    return max(delay, asked)
+
+
 def _status(error: Exception) -> int | None:
     if isinstance(error, openai.APIStatusError):
         return error.status_code
@@ -120,6 +174,8 @@ def classify(error: Exception, *, started: bool, timeout: float) -> LlmError:
     if status is not None:
         detail = error.message if isinstance(error, UpstreamStatus | openai.APIStatusError) else ""
         message = f"upstream answered {status}: {detail}"
+        if is_context_overflow(error):
+            return LlmContextExceeded(message, status=status)
         if is_retryable(error):
             return LlmUnavailable(message, status=status)
         return LlmError(message, status=status)
@@ -130,7 +186,12 @@ def classify(error: Exception, *, started: bool, timeout: float) -> LlmError:
 
 def estimate_tokens(text: str) -> int:
     """A rough count for upstreams that do not report usage."""
-    return max(1, len(text) // 4) if text else 0
+    return estimate_chars(len(text))
+
+
+def estimate_chars(chars: int) -> int:
+    """Rough tokens of ``chars`` characters of text (about four a token)."""
+    return max(1, chars // 4) if chars else 0
 
 
 class Upstream:
@@ -152,6 +213,8 @@ class Upstream:
         self.timeout = timeout
         self.max_retries = max_retries
         self.backoff = backoff
+        self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+        """How the retry back-off waits (a test records the waits instead)."""
         self._reachable_at: tuple[float, bool] | None = None
 
     async def complete(self, request: CompletionRequest) -> AsyncIterator[Chunk]:
@@ -179,12 +242,14 @@ class Upstream:
                 if started or attempt >= self.max_retries or not is_retryable(error):
                     raise classify(error, started=started, timeout=timeout) from error
                 attempt += 1
-                delay = self.backoff * 2 ** (attempt - 1) * (1 + random.random() / 2)
+                delay = retry_delay(error, attempt, self.backoff)
+                if delay is None:
+                    raise classify(error, started=started, timeout=timeout) from error
                 log.warning(
                     "retrying upstream call",
                     extra={"fields": {"attempt": attempt, "delay": delay, "err": str(error)}},
                 )
-                await asyncio.sleep(delay)
+                await self.sleep(delay)
 
     async def _stream_once(
         self, request: CompletionRequest, seconds: float
@@ -212,25 +277,26 @@ class Upstream:
         parser = SseParser()
         async with self.http.post(body, seconds) as content:
             async for block in content.iter_any():
-                text = _text_of(assembly, parser.feed(block))
-                if text:
-                    yield TextDelta(text)
+                for delta in _deltas(assembly, parser.feed(block)):
+                    yield delta
                 if assembly.done:
                     break
             else:
-                text = _text_of(assembly, parser.close())
-                if text:
-                    yield TextDelta(text)
+                for delta in _deltas(assembly, parser.close()):
+                    yield delta
         if not assembly.finish_reason:
             raise LlmStreamInterrupted("upstream stream ended without a finish reason")
         for call_id, name, arguments in assembly.tool_calls():
             yield ToolCallOut(call_id, name, arguments)
         prompt, completion = assembly.tokens()
+        thinking = assembly.reasoning_tokens()
+        if thinking is None:
+            thinking = estimate_chars(assembly.reasoning_chars)
         if prompt is None:
             prompt = estimate_tokens(str(request.messages))
         if completion is None:
-            completion = max(1, assembly.text_chars // 4) if assembly.text_chars else 0
-        yield Finished(assembly.finish_reason, prompt, completion, assembly.model)
+            completion = estimate_chars(assembly.text_chars) + thinking
+        yield Finished(assembly.finish_reason, prompt, completion, assembly.model, thinking)
 
     async def close(self) -> None:
         """Close both clients."""

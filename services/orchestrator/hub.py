@@ -4,11 +4,11 @@ One writer per process commits the events of every session it serves: while one 
 is in flight the next events gather, and the writer then numbers them (``seq``,
 per session), commits them in one multi-row INSERT and only then hands them to the
 subscribers, in seq order. A commit is shared by every session that waits on it, so
-its cost is paid once per batch, not once per token. Streamed text that arrives while
-a commit is in flight joins the session's pending token event (same ``message_id``):
-the IDE gets fewer, larger tokens with the same text. Nothing reaches a client before
-it is committed, so a subscriber that falls behind (or attaches late) fills any gap
-from the database: nothing is lost or doubled.
+its cost is paid once per batch, not once per token. Streamed text (or reasoning) that
+arrives while a commit is in flight joins the session's pending token (or reasoning)
+event of the same ``message_id``: the IDE gets fewer, larger tokens with the same text.
+Nothing reaches a client before it is committed, so a subscriber that falls behind (or
+attaches late) fills any gap from the database: nothing is lost or doubled.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ class _Row:
     event: pb.ServerEvent
     parts: list[str] | None = None
     """Text of a token event, joined at commit (appending to a proto string is quadratic)."""
+    kind: str = ""
+    """``assistant_message`` or ``reasoning`` for a streamed row: the payload ``parts`` fill."""
 
 
 @dataclass
@@ -163,18 +165,31 @@ class SessionHub:
         """Stream ``text`` of answer ``message_id`` without waiting for its commit: it
         joins the session's pending token event when one is still open. The next
         ``emit`` of the session (or ``flush``) waits for it."""
+        self._stream(session_id, "assistant_message", text, agent, message_id)
+
+    def reasoning(self, session_id: str, text: str, agent: str, message_id: str) -> None:
+        """Stream the model's reasoning for answer ``message_id`` as ``token`` streams its
+        text: pieces that arrive while a commit is in flight join one ``reasoning`` event."""
+        self._stream(session_id, "reasoning", text, agent, message_id)
+
+    def _stream(self, session_id: str, kind: str, text: str, agent: str, message_id: str) -> None:
         batch = self._batch()
         open_row = batch.tokens.get(session_id)
-        if open_row is not None and open_row.event.assistant_message.message_id == message_id:
-            assert open_row.parts is not None
-            open_row.parts.append(text)
-            return
-        event = pb.ServerEvent(
-            assistant_message=pb.AssistantMessage(
-                is_final=False, agent=agent, message_id=message_id
+        if open_row is not None and open_row.kind == kind:
+            payload = getattr(open_row.event, kind)
+            if payload.message_id == message_id:
+                assert open_row.parts is not None
+                open_row.parts.append(text)
+                return
+        if kind == "reasoning":
+            event = pb.ServerEvent(reasoning=pb.Reasoning(agent=agent, message_id=message_id))
+        else:
+            event = pb.ServerEvent(
+                assistant_message=pb.AssistantMessage(
+                    is_final=False, agent=agent, message_id=message_id
+                )
             )
-        )
-        row = _Row(session_id, event, [text])
+        row = _Row(session_id, event, [text], kind)
         batch.rows.append(row)
         batch.tokens[session_id] = row
 
@@ -217,7 +232,7 @@ class SessionHub:
         for row in rows:
             event = row.event
             if row.parts is not None:
-                event.assistant_message.token = "".join(row.parts)
+                getattr(event, row.kind).token = "".join(row.parts)
             seq = numbered[row.session_id] + 1
             numbered[row.session_id] = seq
             event.session_id = row.session_id

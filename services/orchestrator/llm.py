@@ -43,6 +43,13 @@ class TextPiece:
 
 
 @dataclass(frozen=True)
+class ReasoningPiece:
+    """Streamed reasoning of the model (shown to the user, kept for the trace)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class ModelToolCall:
     """A whole tool call proposed by the model (arguments exactly as produced)."""
 
@@ -61,10 +68,11 @@ class ModelFinished:
     model: str = ""
 
 
-ModelOutput = TextPiece | ModelToolCall | ModelFinished
+ModelOutput = TextPiece | ReasoningPiece | ModelToolCall | ModelFinished
 
 
-def to_proto(message: StoredMessage) -> pb.ChatMessage:
+def to_proto(message: StoredMessage, with_reasoning: bool = False) -> pb.ChatMessage:
+    """``message`` for the model; its reasoning only when ``with_reasoning``."""
     out = pb.ChatMessage(role=message.role, content=message.content)
     if message.name and message.role != "assistant":
         out.name = message.name
@@ -74,6 +82,8 @@ def to_proto(message: StoredMessage) -> pb.ChatMessage:
         )
     if message.tool_call_id:
         out.tool_call_id = message.tool_call_id
+    if with_reasoning and message.reasoning:
+        out.reasoning = message.reasoning
     return out
 
 
@@ -95,12 +105,13 @@ class LlmClient:
         temperature: float | None = None,
         max_tokens: int | None = None,
         model: str = "",
+        with_reasoning: bool = False,
     ) -> AsyncIterator[ModelOutput]:
         request = pb.CompleteRequest(
             session_id=session_id,
             purpose=purpose,
             model=model,
-            messages=[to_proto(m) for m in messages],
+            messages=[to_proto(m, with_reasoning) for m in messages],
             tools=[
                 pb.ToolDefinition(
                     name=t.name, description=t.description, parameters_json=t.parameters_json
@@ -144,6 +155,8 @@ class LlmClient:
         which = chunk.WhichOneof("chunk")
         if which == "text_delta":
             return TextPiece(chunk.text_delta)
+        if which == "reasoning_delta":
+            return ReasoningPiece(chunk.reasoning_delta)
         if which == "tool_call":
             tc = chunk.tool_call
             return ModelToolCall(tc.id, tc.name, tc.arguments_json)

@@ -20,12 +20,20 @@ from services.common.errors import ServiceError
 from services.orchestrator import events, spans
 from services.orchestrator.agent_instance import SCRATCH
 from services.orchestrator.arguments import validate_arguments
+from services.orchestrator.compaction import ContextKeeper
 from services.orchestrator.delegation import Delegation
 from services.orchestrator.events import new_id
 from services.orchestrator.file_rules import check_paths
 from services.orchestrator.hub import SessionHub
 from services.orchestrator.ledger import Ledger, LedgerCall
-from services.orchestrator.llm import LlmClient, ModelFinished, ModelToolCall, TextPiece
+from services.orchestrator.llm import (
+    LlmClient,
+    LlmFailure,
+    ModelFinished,
+    ModelToolCall,
+    ReasoningPiece,
+    TextPiece,
+)
 from services.orchestrator.local_tools import run_local_tool
 from services.orchestrator.mesh_clients import HitlClient
 from services.orchestrator.records import Records
@@ -116,6 +124,7 @@ class AgentLoop:
         self.delegation = Delegation(self)
         self.records = Records(store.pool)
         self.system_tools = SystemTools(self)
+        self.context = ContextKeeper(llm, store, self.post)
 
     @staticmethod
     def background(work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
@@ -254,7 +263,7 @@ class AgentLoop:
     ) -> str | None:
         """Ask the model; stream its text. Returns the answer, or None when it called tools."""
         session = await self.session(sid)
-        history = first.history if first else await self.store.history(sid)
+        history = first.history if first else await self.store.context(sid)
         ready = first.ready if first else None
         query = next((m.content for m in reversed(history) if m.role == "user"), "")
         pinned = SCRATCH.get({}).get("pinned_tools", ())
@@ -266,43 +275,64 @@ class AgentLoop:
         message_id = new_id("msg")
         audience = await self.audience(sid)
         parts: list[str] = []
+        thoughts: list[str] = []
         calls: list[ModelToolCall] = []
 
         def said() -> str:
             return "".join(parts)
 
+        def answer(**extra: Any) -> StoredMessage:
+            thought = "".join(thoughts) or None
+            return StoredMessage(
+                "assistant", said(), name=template.name, reasoning=thought, **extra
+            )
+
+        system = self.system_prompt(template, session)
+        fitted = await self.context.fit(sid, audience, template, system, history, tools)
         try:
-            async for output in self.llm.complete(
-                sid,
-                self.prompt(template, session, history),
-                tools=tools,
-                temperature=template.temperature,
-                max_tokens=template.max_tokens,
-                model=template.model,
-            ):
-                if ready is not None:  # nothing of the answer is seen before the turn's writes
-                    await asyncio.shield(ready)
-                    ready = None
-                if isinstance(output, TextPiece) and output.text:
-                    parts.append(output.text)
-                    self.hub.token(audience, output.text, template.name, message_id)
-                elif isinstance(output, ModelToolCall):
-                    calls.append(output)
-                elif isinstance(output, ModelFinished) and sid in self.budgets:
-                    self.budgets[sid].tokens += output.prompt_tokens + output.completion_tokens
+            for attempt in range(2):
+                try:
+                    async for output in self.llm.complete(
+                        sid,
+                        fitted.prompt(),
+                        tools=tools,
+                        temperature=template.temperature,
+                        max_tokens=template.max_tokens,
+                        model=template.model,
+                        with_reasoning=template.send_reasoning,
+                    ):
+                        if ready is not None:  # nothing of the answer before the turn's writes
+                            await asyncio.shield(ready)
+                            ready = None
+                        if isinstance(output, TextPiece) and output.text:
+                            parts.append(output.text)
+                            self.hub.token(audience, output.text, template.name, message_id)
+                        elif isinstance(output, ReasoningPiece) and output.text:
+                            thoughts.append(output.text)
+                            self.hub.reasoning(audience, output.text, template.name, message_id)
+                        elif isinstance(output, ModelToolCall):
+                            calls.append(output)
+                        elif isinstance(output, ModelFinished):
+                            self.context.observe(template, fitted, output.prompt_tokens)
+                            if sid in self.budgets:
+                                used = output.prompt_tokens + output.completion_tokens
+                                self.budgets[sid].tokens += used
+                    break
+                except LlmFailure as failure:
+                    # The upstream counted more than the estimate: compact and ask once more.
+                    overflow = failure.code == "LLM_CONTEXT_LENGTH_EXCEEDED"
+                    if attempt or not overflow or parts or thoughts or calls:
+                        raise
+                    fitted = await self.context.fit(
+                        sid, audience, template, system, history, tools, force=True
+                    )
         except asyncio.CancelledError:
             if parts:  # what the user saw stays in the history, even while cancelling
-                await asyncio.shield(
-                    self.store.add_message(
-                        sid, StoredMessage("assistant", said(), name=template.name)
-                    )
-                )
+                await asyncio.shield(self.store.add_message(sid, answer()))
             raise
         except ServiceError:
             if parts:
-                await self.store.add_message(
-                    sid, StoredMessage("assistant", said(), name=template.name)
-                )
+                await self.store.add_message(sid, answer())
             raise
         if ready is not None:
             await asyncio.shield(ready)
@@ -310,23 +340,18 @@ class AgentLoop:
         if parts:
             self.post(audience, events.assistant_final(template.name, message_id))
         if not calls:
-            await self.store.add_message(
-                sid, StoredMessage("assistant", said(), name=template.name)
-            )
+            await self.store.add_message(sid, answer())
             return said()
         plan = await self.ledger.running_plan(sid)
         step_id = plan.steps[plan.current_step]["id"] if plan else None
         proposed = [(new_id("call"), c) for c in calls]
         await self.store.add_message(
             sid,
-            StoredMessage(
-                "assistant",
-                said(),
-                name=template.name,
+            answer(
                 tool_calls=[
                     {"id": cid, "name": c.name, "arguments": c.arguments_json}
                     for cid, c in proposed
-                ],
+                ]
             ),
         )
         for cid, c in proposed:
@@ -345,13 +370,12 @@ class AgentLoop:
             )
         return None
 
-    def prompt(
-        self, template: AgentTemplate, session: SessionRow, history: list[StoredMessage]
-    ) -> list[StoredMessage]:
+    @staticmethod
+    def system_prompt(template: AgentTemplate, session: SessionRow) -> str:
         system = template.system_prompt
         if session.system_prompt:
             system += "\n\n" + session.system_prompt
-        return [StoredMessage("system", system), *history]
+        return system
 
     @spans.tool_call
     async def process(self, call: LedgerCall, budget: Budget) -> bool:

@@ -208,7 +208,7 @@ class Runtime:
         loop = self.inputs.loop
         # A user message's first model call needs the history: read it beside the start.
         is_user = isinstance(item, pb.ClientMessage) and item.HasField("user_message")
-        history = loop.background(self.store.history(sid)) if is_user else None
+        history = loop.background(self.store.context(sid)) if is_user else None
         try:
             start = await self.store.begin_turn(
                 sid,

@@ -13,6 +13,7 @@ import asyncpg
 from services.common.db import Pool, db_errors
 from services.common.sql import load_queries
 from services.orchestrator.errors import SessionNotFound
+from services.orchestrator.tokens import message_tokens
 
 SQL_DIR = Path(__file__).parent / "sql"
 QUERIES = load_queries(SQL_DIR / "queries.sql")
@@ -60,6 +61,32 @@ class StoredMessage:
     tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
     created_at: dt.datetime | None = field(default=None, compare=False)
+    reasoning: str | None = None
+    """The model's reasoning before this answer (kept for the trace)."""
+    tokens: int = field(default=0, compare=False)
+    """Estimated tokens, counted when the message was written (0: not counted yet)."""
+    id: int = field(default=0, compare=False)
+    """The row's id once stored; a summary's is 0."""
+    covers_from: int | None = field(default=None, compare=False)
+    """A summary's first covered message id (its last is the id before the next row)."""
+    covered: int = field(default=0, compare=False)
+    """How many messages a summary covers."""
+
+    @property
+    def token_count(self) -> int:
+        """The stored count, or the estimate for a message not stored yet."""
+        return self.tokens or message_tokens(self.content, self.tool_calls)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The model's summary of a session's messages ``covers_from``..``covers_to``."""
+
+    covers_from: int
+    covers_to: int
+    messages: int
+    content: str
+    tokens: int
 
 
 def _session(row: asyncpg.Record) -> SessionRow:
@@ -138,8 +165,9 @@ class SessionStore:
     async def add_message(
         self, session_id: str, message: StoredMessage, *, flush: bool = True
     ) -> None:
-        """Store ``message``; ``flush`` False: only when an event of the same turn will
-        commit after it (that commit flushes the WAL, this one too)."""
+        """Store ``message`` with its token count (counted here, once); ``flush`` False:
+        only when an event of the same turn will commit after it (that commit flushes the
+        WAL, this one too)."""
         async with db_errors("save message", "DB_WRITE_ERROR"):
             await self.pool.fetchrow(
                 QUERIES["add_message"],
@@ -149,13 +177,41 @@ class SessionStore:
                 message.name,
                 message.tool_calls,
                 message.tool_call_id,
+                message.token_count,
+                message.reasoning,
                 flush,
             )
 
     async def history(self, session_id: str) -> list[StoredMessage]:
+        """Every message of the session, in order (summaries are not messages)."""
         async with db_errors("read history", "DB_READ_ERROR"):
             rows = await self.pool.fetch(QUERIES["history"], session_id)
         return [StoredMessage(**dict(r)) for r in rows]
+
+    async def context(self, session_id: str) -> list[StoredMessage]:
+        """What the model reads: the latest summary (role ``summary``, id 0) when there
+        is one, then every message after the ones it covers."""
+        async with db_errors("read history", "DB_READ_ERROR"):
+            rows = await self.pool.fetch(QUERIES["context"], session_id)
+        return [StoredMessage(**dict(r)) for r in rows]
+
+    async def add_summary(self, session_id: str, summary: Summary) -> None:
+        async with db_errors("save summary", "DB_WRITE_ERROR"):
+            await self.pool.execute(
+                QUERIES["add_summary"],
+                session_id,
+                summary.covers_from,
+                summary.covers_to,
+                summary.messages,
+                summary.content,
+                summary.tokens,
+            )
+
+    async def summaries(self, session_id: str) -> list[Summary]:
+        """Every summary of the session, oldest first."""
+        async with db_errors("read summaries", "DB_READ_ERROR"):
+            rows = await self.pool.fetch(QUERIES["summaries"], session_id)
+        return [Summary(**dict(r)) for r in rows]
 
     async def last_seqs(self, session_ids: Sequence[str]) -> dict[str, int]:
         """The last committed seq of each session (0 for one without events)."""

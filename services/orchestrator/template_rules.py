@@ -9,8 +9,9 @@ The stored shape::
 
     name, display_name, description, base_class,
     prompt_pack      {system_prompt, initial_user_request_template,
-                      clarification_response_template}
-    llm_config       {model, temperature, max_tokens}
+                      clarification_response_template, [compaction_prompt]}
+    llm_config       {model, temperature, max_tokens, [context_window, max_output_tokens,
+                      send_reasoning]}   ([...]: stored only when given)
     execution_policy {max_iterations, max_tool_calls, max_invalid_arguments, max_turn_tokens}
     tool_policy      {mode: static | retrieval, allowed: [tool | "*" | "agent.<name>" |
                       "agent.*"], required, max_tools}
@@ -39,6 +40,8 @@ HITL_LISTS = ("always_approve", "never_approve", "command_allow", "command_deny"
 LIMITS: Mapping[str, tuple[float, float]] = {
     "temperature": (0.0, 2.0),
     "max_tokens": (1, 200_000),
+    "context_window": (1_024, 10_000_000),
+    "max_output_tokens": (1, 1_000_000),
     "max_iterations": (1, 500),
     "max_tool_calls": (1, 5_000),
     "max_invalid_arguments": (0, 100),
@@ -46,6 +49,9 @@ LIMITS: Mapping[str, tuple[float, float]] = {
     "max_tools": (0, 256),
 }
 PROMPT_KEYS = ("system_prompt", "initial_user_request_template", "clarification_response_template")
+OPTIONAL_PROMPTS = ("compaction_prompt",)
+LLM_KEYS = ("model", "temperature", "max_tokens")
+BUDGET_KEYS = ("context_window", "max_output_tokens")
 EXECUTION_DEFAULTS: Mapping[str, int] = {
     "max_iterations": 25,
     "max_tool_calls": 50,
@@ -133,6 +139,27 @@ def _number(section: Mapping[str, Any], key: str, where: str, default: Any, kind
     return kind(value)
 
 
+def _budget(llm: Mapping[str, Any]) -> dict[str, Any]:
+    """The context budget keys given (absent ones stay absent: defaults apply at run time)."""
+    out: dict[str, Any] = {
+        key: value
+        for key in BUDGET_KEYS
+        if (value := _number(llm, key, "llm_config.", None, int)) is not None
+    }
+    window, output = out.get("context_window"), out.get("max_output_tokens")
+    if window is not None and output is not None and output >= window // 2:
+        raise InvalidTemplate(
+            "'llm_config.max_output_tokens' must leave at least half of context_window "
+            f"for the prompt ({output} of {window})"
+        )
+    send = llm.get("send_reasoning")
+    if send is not None:
+        if not isinstance(send, bool):
+            raise InvalidTemplate("'llm_config.send_reasoning' must be true or false")
+        out["send_reasoning"] = send
+    return out
+
+
 def _check_regexes(patterns: list[str]) -> None:
     for pattern in patterns:
         try:
@@ -192,10 +219,11 @@ def canonical(raw: Any) -> dict[str, Any]:
     base_class = _text(top, "base_class", "", DEFAULT_BASE_CLASS) or DEFAULT_BASE_CLASS
     if not BASE_CLASS_PATTERN.match(base_class):
         raise InvalidTemplate(f"bad base_class {base_class!r}: an identifier is expected")
-    prompts = _section(top, "prompt_pack", PROMPT_KEYS)
+    prompts = _section(top, "prompt_pack", PROMPT_KEYS + OPTIONAL_PROMPTS)
     if not _text(prompts, "system_prompt", "prompt_pack."):
         raise InvalidTemplate("'prompt_pack.system_prompt' is required and must not be empty")
-    llm = _section(top, "llm_config", ("model", "temperature", "max_tokens"))
+    llm = _section(top, "llm_config", LLM_KEYS + BUDGET_KEYS + ("send_reasoning",))
+    budget = _budget(llm)
     execution = _section(top, "execution_policy", (*EXECUTION_DEFAULTS, "max_turn_tokens"))
     tools = _section(top, "tool_policy", ("mode", "allowed", "required", "max_tools"))
     mode = _text(tools, "mode", "tool_policy.", "static") or "static"
@@ -213,11 +241,15 @@ def canonical(raw: Any) -> dict[str, Any]:
         "display_name": _text(top, "display_name", "") or name.title(),
         "description": _text(top, "description", ""),
         "base_class": base_class,
-        "prompt_pack": {key: _text(prompts, key, "prompt_pack.") for key in PROMPT_KEYS},
+        "prompt_pack": {
+            **{key: _text(prompts, key, "prompt_pack.") for key in PROMPT_KEYS},
+            **{k: p for k in OPTIONAL_PROMPTS if (p := _text(prompts, k, "prompt_pack."))},
+        },
         "llm_config": {
             "model": _text(llm, "model", "llm_config."),
             "temperature": _number(llm, "temperature", "llm_config.", None, float),
             "max_tokens": _number(llm, "max_tokens", "llm_config.", None, int),
+            **budget,
         },
         "execution_policy": {
             key: _number(execution, key, "execution_policy.", default, int)

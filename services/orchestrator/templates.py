@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 BUILTIN_FILE = Path(__file__).parent / "agent_templates.json"
 ORCHESTRATOR = "orchestrator"
 UNIVERSAL = "universal"
+DEFAULT_CONTEXT_WINDOW = 128_000
+DEFAULT_MAX_OUTPUT_TOKENS = 4_096
 # The entry agents: the runtime cannot start a task without them.
 PROTECTED = frozenset({ORCHESTRATOR, UNIVERSAL})
 
@@ -87,6 +89,12 @@ class AgentTemplate:
     temperature: float | None = None
     max_tokens: int | None = None
     model: str = ""
+    context_window: int = DEFAULT_CONTEXT_WINDOW
+    """Tokens the model reads and writes in one call (llm_config.context_window)."""
+    max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
+    """Kept free for the answer when the prompt is budgeted (llm_config.max_output_tokens)."""
+    send_reasoning: bool = False
+    """Send the model's earlier reasoning back to it (llm_config.send_reasoning)."""
     max_iterations: int = EXECUTION_DEFAULTS["max_iterations"]
     max_tool_calls: int = EXECUTION_DEFAULTS["max_tool_calls"]
     max_invalid_arguments: int = EXECUTION_DEFAULTS["max_invalid_arguments"]
@@ -129,6 +137,11 @@ class AgentTemplate:
             temperature=llm.get("temperature"),
             max_tokens=llm.get("max_tokens"),
             model=llm.get("model") or "",
+            context_window=llm.get("context_window") or DEFAULT_CONTEXT_WINDOW,
+            max_output_tokens=llm.get("max_output_tokens")
+            or llm.get("max_tokens")
+            or DEFAULT_MAX_OUTPUT_TOKENS,
+            send_reasoning=bool(llm.get("send_reasoning")),
             max_iterations=execution["max_iterations"],
             max_tool_calls=execution["max_tool_calls"],
             max_invalid_arguments=execution["max_invalid_arguments"],

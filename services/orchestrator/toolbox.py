@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.orchestrator.templates import ALL_TOOLS, AgentTemplate
+from services.orchestrator.tokens import MESSAGE_OVERHEAD, fixed_text_tokens
 
 SWITCH_AGENT = "switch_agent"
 TOOL_SEARCH = "tool_search"
@@ -37,6 +38,12 @@ class ToolSpec:
     def parameters_json(self) -> str:
         """The schema as sent to the model (encoded once per spec, not per model call)."""
         return json.dumps(self.parameters)
+
+    @functools.cached_property
+    def prompt_tokens(self) -> int:
+        """Estimated tokens of the definition in a prompt (counted once per spec)."""
+        # The wrapper ({"type": "function", "function": ...}) costs about two overheads.
+        return 2 * MESSAGE_OVERHEAD + fixed_text_tokens(json.dumps(self.as_function()))
 
     @functools.cached_property
     def schema_chars(self) -> int:

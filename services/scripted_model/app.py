@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import re
 import signal
 import time
 from collections.abc import Iterator, Mapping
@@ -79,6 +80,16 @@ async def _client_left_during(request: Request, seconds: float) -> bool:
     return False
 
 
+def recall(pattern: str, messages: list[dict[str, Any]]) -> str:
+    """The first match of ``pattern`` in the messages' text, in order."""
+    compiled = re.compile(pattern)
+    for message in messages:
+        found = compiled.search(content_text(message.get("content")))
+        if found:
+            return found.group(0)
+    return "I do not remember."
+
+
 def _optional_int(body: Mapping[str, Any], *keys: str) -> int | None:
     for key in keys:
         value = body.get(key)
@@ -112,26 +123,44 @@ class _Handlers:
         if not isinstance(stream, bool):
             raise _BadRequest("stream must be a boolean", "stream")
         max_tokens = _optional_int(body, "max_completion_tokens", "max_tokens")
+        prompt_tokens = count_prompt_tokens(messages, body.get("tools"))
+        window = self.state.context_window
+        if window is not None and prompt_tokens > window:
+            return _error(
+                400,
+                f"This model's maximum context length is {window} tokens. However, your "
+                f"messages resulted in {prompt_tokens} tokens. Please reduce the length "
+                "of the messages.",
+                param="messages",
+                code="context_length_exceeded",
+            )
         last_user: dict[str, Any] = next((m for m in reversed(messages) if m["role"] == "user"), {})
         scenario = self.state.take(content_text(last_user.get("content")))
         if scenario is None:
             scenario = default_scenario(body)
         elif scenario.text is None and not scenario.tool_calls and scenario.error is None:
-            # A pacing-only scenario keeps the default content.
+            # A pacing-only (or reasoning-only) scenario keeps the default content.
             fallback = default_scenario(body)
             scenario = dataclasses.replace(
                 scenario, text=fallback.text, tool_calls=fallback.tool_calls
             )
+        if scenario.recall is not None:
+            scenario = dataclasses.replace(scenario, text=recall(scenario.recall, messages))
         if scenario.error is not None:
             err = scenario.error
-            return _error(err.status, err.message, err.type, code=err.code)
+            response = _error(err.status, err.message, err.type, code=err.code)
+            if err.retry_after is not None:
+                response.headers["retry-after"] = f"{err.retry_after:g}"
+            return response
         reply = build_reply(
             text=scenario.text,
             tool_calls=scenario.tool_calls,
-            prompt_tokens=count_prompt_tokens(messages, body.get("tools")),
+            prompt_tokens=prompt_tokens,
             max_tokens=max_tokens,
             finish_reason=scenario.finish_reason,
             usage=scenario.usage,
+            reasoning=scenario.reasoning,
+            reasoning_field=scenario.reasoning_field,
         )
         model = body.get("model") if isinstance(body.get("model"), str) else None
         model = model or self.settings.model_name
@@ -141,6 +170,11 @@ class _Handlers:
             if first_delay and await _client_left_during(request, first_delay):
                 return Response(status_code=499)  # nobody is listening any more
             return JSONResponse(completion_object(completion_id, created, model, reply))
+        delay_ms = scenario.token_delay_ms
+        delay = (self.settings.token_delay_ms if delay_ms is None else delay_ms) / 1000
+        if scenario.raw_chunks is not None:
+            raw = [dict(c) for c in scenario.raw_chunks]
+            return EventStream(raw, delay, first_delay or delay, scenario.disconnect_after_chunks)
         options = body.get("stream_options")
         include_usage = isinstance(options, dict) and options.get("include_usage") is True
         chunks = stream_chunks(
@@ -151,8 +185,6 @@ class _Handlers:
             chunk_size=scenario.chunk_size,
             include_usage=include_usage,
         )
-        delay_ms = scenario.token_delay_ms
-        delay = (self.settings.token_delay_ms if delay_ms is None else delay_ms) / 1000
         return EventStream(chunks, delay, first_delay or delay, scenario.disconnect_after_chunks)
 
     async def models(self, request: Request) -> Response:

@@ -135,6 +135,8 @@ class Reply:
     tool_calls: tuple[ToolCallOut, ...]
     finish_reason: str
     usage: JsonObject
+    reasoning: str | None = None
+    reasoning_field: str = "reasoning_content"
 
 
 def usage_dict(prompt_tokens: int, completion_tokens: int) -> JsonObject:
@@ -153,29 +155,40 @@ def build_reply(
     max_tokens: int | None,
     finish_reason: str | None = None,
     usage: Mapping[str, int] | None = None,
+    reasoning: str | None = None,
+    reasoning_field: str = "reasoning_content",
 ) -> Reply:
     """Assemble the reply, applying `max_tokens` truncation and usage overrides."""
     calls = tuple(ToolCallOut.from_spec(spec) for spec in tool_calls)
     reason = "tool_calls" if calls else "stop"
     if text and not calls and max_tokens is not None and count_tokens(text) > max_tokens:
         text, reason = truncate_to_tokens(text, max_tokens), "length"
-    completion = count_tokens(text or "") + sum(
-        count_tokens(c.name) + count_tokens(c.arguments) for c in calls
+    thinking = count_tokens(reasoning or "")
+    completion = (
+        thinking
+        + count_tokens(text or "")
+        + sum(count_tokens(c.name) + count_tokens(c.arguments) for c in calls)
     )
     usage = usage or {}
+    totals = usage_dict(
+        usage.get("prompt_tokens", prompt_tokens), usage.get("completion_tokens", completion)
+    )
+    if reasoning:
+        totals["completion_tokens_details"] = {"reasoning_tokens": thinking}
     return Reply(
         text=text,
         tool_calls=calls,
         finish_reason=finish_reason or reason,
-        usage=usage_dict(
-            usage.get("prompt_tokens", prompt_tokens),
-            usage.get("completion_tokens", completion),
-        ),
+        usage=totals,
+        reasoning=reasoning,
+        reasoning_field=reasoning_field,
     )
 
 
 def completion_object(completion_id: str, created: int, model: str, reply: Reply) -> JsonObject:
     message: JsonObject = {"role": "assistant", "content": reply.text, "refusal": None}
+    if reply.reasoning:
+        message[reply.reasoning_field] = reply.reasoning
     if reply.tool_calls:
         message["tool_calls"] = [call.as_message_part() for call in reply.tool_calls]
     return {
@@ -201,7 +214,7 @@ def stream_chunks(
 ) -> list[JsonObject]:
     """All chunks of a streamed reply, in OpenAI's order.
 
-    Role chunk, content pieces, per tool call a header delta (id, type, name,
+    Role chunk, reasoning pieces, content pieces, per tool call a header delta (id, type, name,
     empty arguments) and argument fragments, the finish chunk, and with
     `include_usage` a final chunk with no choices that carries the usage.
     """
@@ -221,6 +234,8 @@ def stream_chunks(
         return body
 
     chunks = [chunk({"role": "assistant", "content": ""})]
+    field_name = reply.reasoning_field
+    chunks += [chunk({field_name: piece}) for piece in split_text(reply.reasoning or "", None)]
     chunks += [chunk({"content": piece}) for piece in split_text(reply.text or "", chunk_size)]
     for index, call in enumerate(reply.tool_calls):
         header = {"name": call.name, "arguments": ""}

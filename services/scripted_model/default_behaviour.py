@@ -37,6 +37,8 @@ _REQUEST_LABEL_RE = re.compile(
 )
 _CYRILLIC_RE = re.compile(r"[а-яё]", re.I)
 _SUMMARY_CHARS = 200
+# The opening of the runtime's default compaction prompt (orchestrator/context.py).
+_COMPACTION = "You condense a coding session"
 
 
 def _keyword_hit(token: str, keyword: str) -> bool:
@@ -158,9 +160,28 @@ def _friendly_answer(user_text: str) -> str:
     )
 
 
+def _summary_of(messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """An extractive summary when this is the runtime's compaction request: the earlier
+    summary's lines, then each user request of the transcript, oldest first."""
+    system = _last(messages, "system")
+    if system is None or not content_text(system.get("content")).startswith(_COMPACTION):
+        return None
+    last_user = _last(messages, "user")
+    lines = []
+    for line in content_text(last_user.get("content") if last_user else "").splitlines():
+        if line.startswith("- "):
+            lines.append(line)  # a line of the earlier summary
+        elif line.startswith("[user] "):
+            lines.append("- The user asked: " + line[len("[user] ") :][:_SUMMARY_CHARS])
+    return "\n".join(lines) or "Nothing to summarise yet."
+
+
 def default_scenario(body: Mapping[str, Any]) -> Scenario:
     """The reply for a request no queued scenario claimed."""
     messages = [m for m in body.get("messages", ()) if isinstance(m, Mapping)]
+    summary = _summary_of(messages)
+    if summary is not None:
+        return Scenario(text=summary)
     last_user = _last(messages, "user")
     user_text = content_text(last_user.get("content")) if last_user else ""
     to_classify = _classification_request(messages)

@@ -7,6 +7,7 @@ eligible one; requests that find none get the default behaviour.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,9 +17,12 @@ _SCENARIO_KEYS = frozenset(
     {
         "match", "text", "tool_calls", "error", "times", "repeat", "token_delay_ms",
         "first_token_delay_ms", "chunk_size", "disconnect_after_chunks", "finish_reason", "usage",
+        "reasoning", "reasoning_field", "raw_chunks", "recall",
     }
 )  # fmt: skip
 _FINISH_REASONS = frozenset({"stop", "tool_calls", "length", "content_filter"})
+# vLLM and DeepSeek stream reasoning as `reasoning_content`, OpenRouter as `reasoning`.
+REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
 class ScenarioError(ValueError):
@@ -42,6 +46,8 @@ class ErrorSpec:
     message: str
     type: str | None = None
     code: str | None = None
+    retry_after: float | None = None
+    """Sent as the ``Retry-After`` header (seconds), as rate limits are."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +66,14 @@ class Scenario:
     disconnect_after_chunks: int | None = None
     finish_reason: str | None = None
     usage: Mapping[str, int] | None = None
+    reasoning: str | None = None
+    """Reasoning streamed before the answer, in ``reasoning_field`` deltas."""
+    reasoning_field: str = REASONING_FIELDS[0]
+    raw_chunks: tuple[Mapping[str, Any], ...] | None = None
+    """Stream exactly these chunk objects (a provider's recorded shape), then ``[DONE]``."""
+    recall: str | None = None
+    """A regex: answer with its first match in the prompt's messages (what a model can
+    only say when the prompt still carries it), or "I do not remember."."""
 
     @classmethod
     def from_dict(cls, data: Any) -> Scenario:
@@ -85,6 +99,10 @@ class Scenario:
             disconnect_after_chunks=_count(data, "disconnect_after_chunks", minimum=0),
             finish_reason=finish_reason,
             usage=_usage(data.get("usage")),
+            reasoning=_opt(data, "reasoning", str),
+            reasoning_field=_reasoning_field(data),
+            raw_chunks=_raw_chunks(data.get("raw_chunks")),
+            recall=_pattern(data),
         )
 
 
@@ -93,6 +111,31 @@ def _opt(data: Mapping[str, Any], key: str, kind: type) -> Any:
     if value is not None and not isinstance(value, kind):
         raise ScenarioError(f"{key} must be a {kind.__name__}")
     return value
+
+
+def _pattern(data: Mapping[str, Any]) -> str | None:
+    pattern: str | None = _opt(data, "recall", str)
+    if pattern is not None:
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            raise ScenarioError(f"recall is not a regular expression: {error}") from None
+    return pattern
+
+
+def _raw_chunks(raw: Any) -> tuple[Mapping[str, Any], ...] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or not all(isinstance(c, Mapping) for c in raw):
+        raise ScenarioError("raw_chunks must be a list of chunk objects")
+    return tuple(raw)
+
+
+def _reasoning_field(data: Mapping[str, Any]) -> str:
+    field_name = _opt(data, "reasoning_field", str) or REASONING_FIELDS[0]
+    if field_name not in REASONING_FIELDS:
+        raise ScenarioError(f"reasoning_field must be one of {list(REASONING_FIELDS)}")
+    return str(field_name)
 
 
 def _count(data: Mapping[str, Any], key: str, *, minimum: int) -> int | None:
@@ -135,7 +178,12 @@ def _error(raw: Any) -> ErrorSpec | None:
     message = raw.get("message", f"Scripted upstream error {status}")
     if not isinstance(message, str):
         raise ScenarioError("error.message must be a string")
-    return ErrorSpec(status, message, _opt(raw, "type", str), _opt(raw, "code", str))
+    wait = raw.get("retry_after")
+    if wait is not None and (isinstance(wait, bool) or not isinstance(wait, int | float)):
+        raise ScenarioError("error.retry_after must be a number of seconds")
+    if wait is not None and wait < 0:
+        raise ScenarioError("error.retry_after must not be negative")
+    return ErrorSpec(status, message, _opt(raw, "type", str), _opt(raw, "code", str), wait)
 
 
 def _usage(raw: Any) -> Mapping[str, int] | None:
@@ -167,6 +215,9 @@ class ScriptedModelState:
         self._lock = threading.Lock()
         self._queue: list[_Queued] = []
         self._requests: list[dict[str, Any]] = []
+        self.context_window: int | None = None
+        """Set: a prompt of more tokens is refused as OpenAI refuses it (400,
+        ``context_length_exceeded``), before any scenario is taken."""
 
     def enqueue(self, *scenarios: Scenario | Mapping[str, Any]) -> int:
         """Append scenarios (objects or JSON dicts) to the queue; returns how many."""

@@ -84,3 +84,32 @@ def test_an_error_chunk_is_an_llm_error_and_garbage_is_an_interruption() -> None
         Assembly().add({"error": {"message": "overloaded"}})
     with pytest.raises(LlmStreamInterrupted):
         Assembly().add(["not", "an", "object"])
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+def test_reasoning_deltas_are_kept_apart_from_the_answer(field: str) -> None:
+    assembly = Assembly()
+    assert assembly.add(chunk(**{field: "First, "})) == ""
+    assert assembly.add(chunk(**{field: "think."})) == ""
+    assert assembly.take_reasoning() == "First, think."
+    assert assembly.take_reasoning() == ""
+    assert assembly.add(chunk(content="Answer", **{field: None})) == "Answer"
+    assert assembly.take_reasoning() == ""
+    assert assembly.reasoning_chars == len("First, think.")
+
+
+def test_reported_reasoning_tokens_are_read_from_the_usage_details() -> None:
+    assembly = Assembly()
+    assert assembly.reasoning_tokens() is None
+    assembly.add(
+        {
+            "choices": [],
+            "usage": {
+                "prompt_tokens": 5,
+                "completion_tokens": 9,
+                "completion_tokens_details": {"reasoning_tokens": 6},
+            },
+        }
+    )
+    assert assembly.reasoning_tokens() == 6
+    assert assembly.tokens() == (5, 9)

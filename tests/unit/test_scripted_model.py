@@ -205,6 +205,18 @@ async def test_include_usage_adds_usage_chunk(
     assert chunks[-2].choices[0].finish_reason == "stop"
 
 
+async def test_reasoning_reaches_the_sdk_beside_the_answer(
+    model: ScriptedModelHandle, client: openai.AsyncOpenAI
+) -> None:
+    model.state.enqueue({"reasoning": "Let me think.", "text": "Done."})
+    completion = await client.chat.completions.create(model=MODEL, messages=user("x"))
+    message = completion.choices[0].message
+    assert message.content == "Done."
+    assert message.model_extra == {"reasoning_content": "Let me think."}
+    assert completion.usage is not None and completion.usage.completion_tokens_details
+    assert completion.usage.completion_tokens_details.reasoning_tokens == 4
+
+
 async def test_max_tokens_truncates_with_length(
     model: ScriptedModelHandle, client: openai.AsyncOpenAI
 ) -> None:
@@ -373,6 +385,11 @@ async def test_control_endpoints_over_http(
         {"times": 0},
         {"unknown_field": 1},
         {"finish_reason": "because"},
+        {"reasoning": 3},
+        {"reasoning": "x", "reasoning_field": "thoughts"},
+        {"raw_chunks": [1, 2]},
+        {"error": {"status": 429, "retry_after": "soon"}},
+        {"error": {"status": 429, "retry_after": -1}},
         ["not", "objects"],
     ],
 )

@@ -40,6 +40,21 @@ def test_defaults_make_equal_definitions_equal() -> None:
     assert stored["hitl"] == {} and stored["multiagent_meta"] == {"capabilities": "", "tags": []}
 
 
+def test_the_context_budget_is_stored_only_when_given() -> None:
+    assert "context_window" not in canonical(MINIMAL)["llm_config"]
+    default = AgentTemplate.from_definition(canonical(MINIMAL))
+    assert (default.context_window, default.max_output_tokens) == (128_000, 4_096)
+    assert not default.send_reasoning
+    given = {
+        **MINIMAL,
+        "llm_config": {"context_window": 32_000, "max_output_tokens": 2_000},
+        "prompt_pack": {"system_prompt": "Help.", "compaction_prompt": "Summarise."},
+    }
+    template = AgentTemplate.from_definition(canonical(given))
+    assert (template.context_window, template.max_output_tokens) == (32_000, 2_000)
+    assert template.prompt_pack["compaction_prompt"] == "Summarise."
+
+
 def test_builtins_keep_their_prompts_and_tools() -> None:
     by_name = {d["name"]: AgentTemplate.from_definition(d) for d in builtin_definitions()}
     assert set(by_name) == {"orchestrator", "coder", "architect", "debug", "ask", "universal"}
@@ -71,6 +86,13 @@ def test_builtins_keep_their_prompts_and_tools() -> None:
         ({"tool_policy": {"allowed": []}}, InvalidTemplate, "at least one tool"),
         ({"tool_policy": {"allowed": ["*"], "colour": 1}}, InvalidTemplate, "unknown field"),
         ({"file_restrictions": ["["]}, BadFileRule, "not a regex"),
+        ({"llm_config": {"context_window": 100}}, InvalidTemplate, "between 1024"),
+        (
+            {"llm_config": {"context_window": 8_000, "max_output_tokens": 4_000}},
+            InvalidTemplate,
+            "at least half",
+        ),
+        ({"llm_config": {"send_reasoning": "yes"}}, InvalidTemplate, "true or false"),
     ],
 )
 def test_malformed_definitions(

@@ -1,8 +1,8 @@
 -- name: record_request
 insert into llmproxy.llm_requests
     (session_id, purpose, model, duration_ms, success, error_code,
-     prompt_tokens, completion_tokens, with_tools)
-values ($1, $2, $3, $4, $5, $6, $7, $8, $9);
+     prompt_tokens, completion_tokens, with_tools, reasoning_tokens)
+values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10);
 
 -- name: session_usage
 select count(*)::int as total_requests,
@@ -11,7 +11,8 @@ select count(*)::int as total_requests,
        coalesce(sum(prompt_tokens), 0)::int as prompt_tokens,
        coalesce(sum(completion_tokens), 0)::int as completion_tokens,
        coalesce(avg(duration_ms), 0)::float8 as average_duration_ms,
-       count(*) filter (where with_tools)::int as requests_with_tools
+       count(*) filter (where with_tools)::int as requests_with_tools,
+       coalesce(sum(reasoning_tokens), 0)::int as reasoning_tokens
 from llmproxy.llm_requests
 where session_id = $1;
 
@@ -23,7 +24,8 @@ select count(*)::int as total_requests,
        coalesce(sum(prompt_tokens), 0)::int as prompt_tokens,
        coalesce(sum(completion_tokens), 0)::int as completion_tokens,
        coalesce(avg(duration_ms), 0)::float8 as average_duration_ms,
-       count(*) filter (where with_tools)::int as requests_with_tools
+       count(*) filter (where with_tools)::int as requests_with_tools,
+       coalesce(sum(reasoning_tokens), 0)::int as reasoning_tokens
 from llmproxy.llm_requests;
 
 -- name: list_usage
@@ -35,7 +37,8 @@ select session_id,
        coalesce(sum(prompt_tokens), 0)::int as prompt_tokens,
        coalesce(sum(completion_tokens), 0)::int as completion_tokens,
        coalesce(avg(duration_ms), 0)::float8 as average_duration_ms,
-       count(*) filter (where with_tools)::int as requests_with_tools
+       count(*) filter (where with_tools)::int as requests_with_tools,
+       coalesce(sum(reasoning_tokens), 0)::int as reasoning_tokens
 from llmproxy.llm_requests
 group by session_id
 order by max(started_at) desc, session_id

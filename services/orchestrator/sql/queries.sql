@@ -42,13 +42,14 @@ order by s.last_activity desc
 limit $2;
 
 -- name: add_message
--- $7 false: commit without waiting for the WAL flush (a user message that starts a turn: the
+-- $9 false: commit without waiting for the WAL flush (a user message that starts a turn: the
 -- turn's first event commits after it and flushes it; see begin_turn).
 with flushing as (
-    select set_config('synchronous_commit', case when $7::bool then 'on' else 'off' end, true)
+    select set_config('synchronous_commit', case when $9::bool then 'on' else 'off' end, true)
 ), inserted as (
-    insert into orchestrator.messages (session_id, role, content, name, tool_calls, tool_call_id)
-    values ($1, $2, $3, $4, $5, $6)
+    insert into orchestrator.messages
+        (session_id, role, content, name, tool_calls, tool_call_id, tokens, reasoning)
+    values ($1, $2, $3, $4, $5, $6, $7, $8)
     returning id, created_at
 ), touched as (
     update orchestrator.sessions set last_activity = now() where session_id = $1
@@ -56,8 +57,40 @@ with flushing as (
 select id, created_at from inserted, flushing;
 
 -- name: history
-select role, content, name, tool_calls, tool_call_id, created_at
+select id, role, content, name, tool_calls, tool_call_id, created_at, tokens, reasoning
 from orchestrator.messages
+where session_id = $1
+order by id;
+
+-- name: context
+-- What the model reads: the latest summary (id 0, so it sorts first) and the messages
+-- after the ones it covers. The budget check sums `tokens`: nothing is re-counted.
+with summary as (
+    select covers_from, covers_to, messages, content, tokens, created_at
+    from orchestrator.summaries
+    where session_id = $1
+    order by id desc
+    limit 1
+)
+select 0::bigint as id, 'summary' as role, content, null::text as name,
+       null::jsonb as tool_calls, null::text as tool_call_id, created_at, tokens,
+       null::text as reasoning, covers_from, messages as covered
+from summary
+union all
+select id, role, content, name, tool_calls, tool_call_id, created_at, tokens, reasoning,
+       null::bigint, 0
+from orchestrator.messages
+where session_id = $1 and id > coalesce((select covers_to from summary), 0)
+order by id;
+
+-- name: add_summary
+insert into orchestrator.summaries
+    (session_id, covers_from, covers_to, messages, content, tokens)
+values ($1, $2, $3, $4, $5, $6);
+
+-- name: summaries
+select covers_from, covers_to, messages, content, tokens
+from orchestrator.summaries
 where session_id = $1
 order by id;
 
@@ -234,6 +267,8 @@ with doomed as (
     where deleted_at is not null and deleted_at < now() - ($1::float8 * interval '1 day')
 ), e as (delete from orchestrator.events where session_id in (select session_id from doomed)),
    m as (delete from orchestrator.messages where session_id in (select session_id from doomed)),
+   su as (delete from orchestrator.summaries
+          where session_id in (select session_id from doomed)),
    t as (delete from orchestrator.tool_calls where session_id in (select session_id from doomed)),
    p as (delete from orchestrator.plans where session_id in (select session_id from doomed)),
    w as (delete from orchestrator.agent_switches

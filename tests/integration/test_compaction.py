@@ -1,0 +1,142 @@
+"""Long sessions within the context budget: compaction through the real mesh."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+import pytest
+
+from clients.python.client import SessionStream
+from codelab.v1 import common_pb2 as pb
+from codelab.v1 import runtime_pb2
+from services.scripted_model.chunks import count_prompt_tokens
+from tests.support.mesh import Mesh, running_mesh
+from tests.support.templates import update_template
+
+WINDOW, RESERVE = 16_384, 1_024
+PROMPT_BUDGET = WINDOW - RESERVE
+CODEWORD = "PELICAN-42"
+
+
+@pytest.fixture
+async def mesh(database_url: str) -> AsyncIterator[Mesh]:
+    async with running_mesh(database_url, multi_agent_mode=False) as running:
+        await update_template(
+            running,
+            "universal",
+            llm_config={"context_window": WINDOW, "max_output_tokens": RESERVE},
+        )
+        # The model refuses what a real one would: a prompt past the budget fails the test.
+        running.scripted.context_window = PROMPT_BUDGET
+        yield running
+
+
+def user(text: str) -> pb.ClientMessage:
+    return pb.ClientMessage(user_message=pb.UserMessage(content=text, role="user"))
+
+
+def source_file(turn: int) -> str:
+    """A large tool result: about 2,000 tokens of code."""
+    line = f"def handler_{turn}(request, context):  # returns the response for turn {turn}\n"
+    return line * 80
+
+
+async def read_turn(stream: SessionStream, turn: int, text: str) -> list[pb.ServerEvent]:
+    """One turn: the model reads a file (default behaviour), the IDE answers, the model
+    sums it up."""
+    await stream.send(user(text))
+    asked = await stream.until_done()
+    (call,) = [e.tool_call for e in asked if e.HasField("tool_call")]
+    result = pb.ToolResult(call_id=call.call_id, result_json=json.dumps(source_file(turn)))
+    await stream.send(pb.ClientMessage(tool_result=result))
+    answered = await stream.until_done()
+    assert answered[-1].done.status == "completed", answered
+    return asked + answered
+
+
+async def test_a_300_turn_session_stays_within_budget_and_remembers_its_first_turn(
+    mesh: Mesh,
+) -> None:
+    compacted: list[pb.ContextCompacted] = []
+    async with await mesh.client.open_stream("s-long") as stream:
+        first = f"read the file src/app_0.py and remember the codeword {CODEWORD}"
+        for turn in range(300):
+            text = first if turn == 0 else f"read the file src/app_{turn}.py"
+            events = await read_turn(stream, turn, text)
+            compacted += [e.context_compacted for e in events if e.HasField("context_compacted")]
+            assert not [e for e in events if e.HasField("error")]
+        mesh.scripted.clear_requests()
+        mesh.scripted.enqueue({"recall": r"PELICAN-\d+", "match": "codeword of my first"})
+        await stream.send(user("What was the codeword of my first request?"))
+        final = await stream.until_done()
+
+    answer = "".join(e.assistant_message.token for e in final if e.HasField("assistant_message"))
+    assert answer == CODEWORD
+    request = mesh.scripted.requests[-1]
+    # The first turn is no longer in the prompt verbatim: the answer came from the summary.
+    assert first not in [m["content"] for m in request["messages"] if m["role"] == "user"]
+    assert "Summary of the earlier conversation" in request["messages"][0]["content"]
+
+    assert len(compacted) >= 10
+    assert all(c.tokens_after < c.tokens_before for c in compacted)
+    covered = [c.messages for c in compacted]
+    assert covered == sorted(covered) and covered[-1] > 1000
+    rows = await mesh.pool.fetch(
+        "select covers_from, covers_to, messages from orchestrator.summaries"
+        " where session_id = 's-long' order by id"
+    )
+    assert len(rows) >= len(compacted)
+    first_id = await mesh.pool.fetchval(
+        "select min(id) from orchestrator.messages where session_id = 's-long'"
+    )
+    assert {r["covers_from"] for r in rows} == {first_id}
+    # Nothing is deleted: every message of the 300 turns is still in the history.
+    history = await mesh.client.runtime.GetHistory(
+        runtime_pb2.GetHistoryRequest(session_id="s-long")
+    )
+    assert len(history.messages) == 300 * 4 + 2
+    assert history.messages[0].content == first
+
+
+async def test_every_request_of_a_compacted_session_fits_the_budget(mesh: Mesh) -> None:
+    async with await mesh.client.open_stream("s-fit") as stream:
+        for turn in range(12):
+            await read_turn(stream, turn, f"read the file src/fit_{turn}.py")
+    requests = mesh.scripted.requests
+    sizes = [count_prompt_tokens(r["messages"], r.get("tools")) for r in requests]
+    assert max(sizes) <= PROMPT_BUDGET
+    assert any(
+        m["content"].startswith("You condense a coding session")
+        for r in requests
+        for m in r["messages"]
+        if m["role"] == "system"
+    )
+
+
+async def test_a_context_length_error_compacts_and_retries_once(mesh: Mesh) -> None:
+    async with await mesh.client.open_stream("s-overflow") as stream:
+        for turn in range(6):
+            await read_turn(stream, turn, f"read the file src/over_{turn}.py")
+        # The upstream counts more than the estimate said: it refuses the next prompt.
+        mesh.scripted.context_window = 8_000
+        mesh.scripted.clear_requests()
+        await stream.send(user("read the file src/over_6.py"))
+        events = await stream.until_done()
+    kinds = [e.WhichOneof("event") for e in events]
+    assert "context_compacted" in kinds and "error" not in kinds, events
+    assert events[-1].done.status == "awaiting_tool_result"
+    refused, *rest = mesh.scripted.requests
+    assert count_prompt_tokens(refused["messages"], refused.get("tools")) > 8_000
+    assert any("You condense" in r["messages"][0]["content"] for r in rest)
+
+
+async def test_a_second_context_length_error_is_reported(mesh: Mesh) -> None:
+    async with await mesh.client.open_stream("s-too-long") as stream:
+        await read_turn(stream, 0, "read the file src/big_0.py")
+        mesh.scripted.context_window = 10  # nothing fits, not even after compaction
+        await stream.send(user("read the file src/big_1.py"))
+        events = await stream.until_done()
+    errors = [e.error for e in events if e.HasField("error")]
+    assert [pb.ErrorCode.Name(e.error_code) for e in errors] == ["LLM_CONTEXT_LENGTH_EXCEEDED"]
+    assert events[-1].done.status == "error"

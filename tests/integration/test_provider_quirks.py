@@ -1,0 +1,126 @@
+"""Provider stream shapes served by the scripted model over HTTP and read by llmproxy's
+streaming client (the path every completion takes); rate limits and context errors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from openai import AsyncOpenAI
+
+from services.llmproxy.errors import LlmContextExceeded, LlmUnavailable
+from services.llmproxy.upstream import (
+    MAX_RETRY_AFTER,
+    CompletionRequest,
+    Finished,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallOut,
+    Upstream,
+)
+from services.scripted_model.testing import ScriptedModelHandle, running_scripted_model
+
+CASES: list[dict[str, Any]] = json.loads(
+    (Path(__file__).parents[1] / "data" / "provider_streams.json").read_text()
+)
+REQUEST = CompletionRequest(messages=[{"role": "user", "content": "go"}])
+
+
+@pytest.fixture(scope="module")
+async def model() -> AsyncIterator[ScriptedModelHandle]:
+    async with running_scripted_model() as handle:
+        yield handle
+
+
+@pytest.fixture
+async def upstream(model: ScriptedModelHandle) -> AsyncIterator[Upstream]:
+    model.state.clear()
+    model.state.context_window = None
+    client = AsyncOpenAI(base_url=model.base_url, api_key="k", max_retries=0)
+    upstream = Upstream(client, default_model="m", timeout=5.0, max_retries=2, backoff=0.01)
+    yield upstream
+    await upstream.close()
+
+
+async def collect(upstream: Upstream) -> list[object]:
+    return [chunk async for chunk in upstream.complete(REQUEST)]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+@pytest.mark.parametrize("paced", [False, True], ids=["burst", "paced"])
+async def test_each_family_streams_into_the_same_answer(
+    model: ScriptedModelHandle, upstream: Upstream, case: dict[str, Any], paced: bool
+) -> None:
+    model.state.enqueue({"raw_chunks": case["chunks"], "token_delay_ms": 2 if paced else 0})
+    chunks = await collect(upstream)
+    expected = case["expect"]
+    text = "".join(c.text for c in chunks if isinstance(c, TextDelta))
+    reasoning = "".join(c.text for c in chunks if isinstance(c, ReasoningDelta))
+    calls = [[c.id, c.name, c.arguments_json] for c in chunks if isinstance(c, ToolCallOut)]
+    finished = chunks[-1]
+    assert isinstance(finished, Finished)
+    assert (text, reasoning, calls) == (
+        expected["text"],
+        expected["reasoning"],
+        expected["tool_calls"],
+    )
+    assert finished.finish_reason == expected["finish_reason"]
+    if expected["usage"] is not None:
+        assert [finished.prompt_tokens, finished.completion_tokens] == expected["usage"]
+    else:  # estimated: never zero for a prompt, and the answer counts
+        assert finished.prompt_tokens > 0
+        assert finished.completion_tokens > 0
+    assert finished.reasoning_tokens == expected.get(
+        "reasoning_tokens", max(1, len(reasoning) // 4) if reasoning else 0
+    )
+
+
+async def test_a_429_waits_what_retry_after_asks_then_succeeds(
+    model: ScriptedModelHandle, upstream: Upstream
+) -> None:
+    waits: list[float] = []
+
+    async def record(seconds: float) -> None:
+        waits.append(seconds)
+
+    upstream.sleep = record
+    model.state.enqueue(
+        {"error": {"status": 429, "message": "Rate limit reached", "retry_after": 4}},
+        {"text": "after the wait"},
+    )
+    chunks = await collect(upstream)
+    assert "".join(c.text for c in chunks if isinstance(c, TextDelta)) == "after the wait"
+    assert len(waits) == 1 and waits[0] >= 4
+
+
+async def test_a_retry_after_longer_than_we_wait_fails_at_once(
+    model: ScriptedModelHandle, upstream: Upstream
+) -> None:
+    waits: list[float] = []
+
+    async def record(seconds: float) -> None:
+        waits.append(seconds)
+
+    upstream.sleep = record
+    model.state.enqueue(
+        {"error": {"status": 429, "message": "quota", "retry_after": MAX_RETRY_AFTER * 2}}
+    )
+    with pytest.raises(LlmUnavailable, match="quota"):
+        await collect(upstream)
+    assert waits == []
+    assert model.state.pending() == []
+
+
+async def test_a_prompt_past_the_window_is_a_context_error_and_not_retried(
+    model: ScriptedModelHandle, upstream: Upstream
+) -> None:
+    model.state.context_window = 3
+    model.state.enqueue({"text": "never sent"})
+    request = CompletionRequest(messages=[{"role": "user", "content": "far too many words here"}])
+    with pytest.raises(LlmContextExceeded, match="maximum context length is 3 tokens"):
+        async for _ in upstream.complete(request):
+            pass
+    assert len(model.state.pending()) == 1  # refused before a scenario was taken
