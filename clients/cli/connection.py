@@ -18,6 +18,8 @@ from clients.cli.errors import GatewayError
 from clients.python.ide import Event, IdeConnection, connect_ide
 
 RECONNECT_ATTEMPTS = 8
+# Close code of a refusal (RFC 6455): the gateway sends it for a missing or wrong API key.
+POLICY_VIOLATION = 1008
 
 
 class Connection:
@@ -66,7 +68,8 @@ class Connection:
     async def send(self, message: Mapping[str, Any]) -> None:
         try:
             await self._socket().send(message)
-        except ConnectionClosed:
+        except ConnectionClosed as closed:
+            refused(closed)
             await self.resume()
             await self._socket().send(message)
 
@@ -75,7 +78,8 @@ class Connection:
         while True:
             try:
                 event = await self._socket().next_event(None)
-            except ConnectionClosed:
+            except ConnectionClosed as closed:
+                refused(closed)
                 await self.resume()
                 continue
             seq = event.get("seq")
@@ -98,6 +102,15 @@ class Connection:
         if self._ide is None:
             raise GatewayError("the session is not connected")
         return self._ide
+
+
+def refused(closed: ConnectionClosed) -> None:
+    """Raise for a close that reconnecting cannot mend (a policy refusal: a missing or
+    wrong API key); return for a drop worth resuming."""
+    frame = closed.rcvd
+    if frame is not None and frame.code == POLICY_VIOLATION:
+        reason = frame.reason or "policy violation"
+        raise GatewayError(f"the gateway closed the session (UNAUTHORIZED: {reason})")
 
 
 class Gateway:

@@ -28,6 +28,7 @@ class MeteredLlm(LlmClient):
         temperature: float | None = None,
         max_tokens: int | None = None,
         model: str = "",
+        with_reasoning: bool = False,
     ) -> AsyncIterator[ModelOutput]:
         await self.limits.admit_model_call(session_id)
         async for output in super().complete(
@@ -38,6 +39,7 @@ class MeteredLlm(LlmClient):
             temperature=temperature,
             max_tokens=max_tokens,
             model=model,
+            with_reasoning=with_reasoning,
         ):
             if isinstance(output, ModelFinished):
                 await self.limits.record(

@@ -118,6 +118,9 @@ async def test_with_gateway_api_keys_the_key_is_needed(database_url: str, tmp_pa
                                         CODELAB_API_KEY="k-alice")  # fmt: skip
         assert code == 0 and events[-1]["status"] == "completed"
         code, _, err = await codelab("-p", "hi", "--url", url, cwd=tmp_path)
+        # No key: the socket opens, the first message is refused and the CLI stops.
+        assert code == 1 and "UNAUTHORIZED" in err
+        code, _, err = await codelab("-p", "hi", "--url", url, "--api-key", "k-wrong", cwd=tmp_path)
         assert code == 1 and "the gateway refused the WebSocket (403)" in err
         code, _, err = await codelab("sessions", "--url", url, "--api-key", "wrong", cwd=tmp_path)
         assert code == 1 and "UNAUTHORIZED" in err
