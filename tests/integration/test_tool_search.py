@@ -92,7 +92,22 @@ async def test_required_tools_come_first_and_the_cap_holds(stub: Stub) -> None:
     assert len(found) == 3
     assert found[0] == ("attempt_completion", True)
     assert ("read_file", False) in found
-    assert reply.results[1].lexical_score > 0 and reply.results[1].dense_score > 0
+    assert reply.results[1].lexical_score > 0
+
+
+async def test_the_query_is_embedded_only_when_a_word_is_not_a_catalog_word(
+    stub: Stub, pool: Pool
+) -> None:
+    known = await stub.SearchTools(pb.SearchToolsRequest(query="read a file", top_k=3))
+    assert known.results[0].tool.name == "read_file"
+    assert all(r.lexical_score > 0 and r.dense_score == 0 for r in known.results)
+    # "quickly" is in no tool: the model bridges what BM25 cannot match.
+    novel = await stub.SearchTools(pb.SearchToolsRequest(query="read a file quickly", top_k=3))
+    assert novel.results[0].tool.name == "read_file" and novel.results[0].dense_score > 0
+    settings = Settings(internal_api_key=KEY, metrics_port_offset=0)
+    async with running(settings, pool, ToolSearchConfig(dense_always=True)) as always:
+        every = await always.SearchTools(pb.SearchToolsRequest(query="read a file", top_k=3))
+        assert every.results[0].tool.name == "read_file" and every.results[0].dense_score > 0
 
 
 async def test_a_required_tool_bypasses_filters_but_unknown_ones_are_reported(stub: Stub) -> None:
