@@ -10,11 +10,9 @@ instead of a Python loop over postings.
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -57,13 +55,6 @@ def term_counts(text: str) -> Counter[str]:
     return Counter(tokenize(text))
 
 
-@dataclass(frozen=True)
-class _Posting:
-    positions: npt.NDArray[np.int64]
-    weights: npt.NDArray[np.float64]
-    """idf * tf * (k1 + 1) / (tf + k1 * norm): the term's whole contribution per document."""
-
-
 def top_positions(
     scores: npt.NDArray[np.float64], limit: int, admitted: Mask
 ) -> list[tuple[int, float]]:
@@ -91,19 +82,27 @@ class Bm25Index:
         lengths = np.fromiter((sum(c.values()) for c in documents), float, self.size)
         average = float(lengths.mean()) if self.size else 0.0
         norms = k1 * (1 - b + b * lengths / average) if average else np.full(self.size, k1)
-        gathered: dict[str, tuple[list[int], list[int]]] = {}
+        self._vocabulary: dict[str, int] = {}
+        term_ids: list[int] = []
+        at: list[int] = []
+        tf: list[int] = []
         for position, counter in enumerate(documents):
             for term, frequency in counter.items():
-                at, tf = gathered.setdefault(term, ([], []))
+                term_ids.append(self._vocabulary.setdefault(term, len(self._vocabulary)))
                 at.append(position)
                 tf.append(frequency)
-        self._postings: dict[str, _Posting] = {}
-        for term, (at, tf) in gathered.items():
-            idf = math.log(1 + (self.size - len(at) + 0.5) / (len(at) + 0.5))
-            positions = np.array(at, dtype=np.int64)
-            frequencies = np.array(tf, dtype=np.float64)
-            weights = idf * frequencies * (k1 + 1) / (frequencies + norms[positions])
-            self._postings[term] = _Posting(positions, weights)
+        terms = np.array(term_ids, dtype=np.int64)
+        positions = np.array(at, dtype=np.int64)
+        frequencies = np.array(tf, dtype=np.float64)
+        document_frequency = np.bincount(terms, minlength=len(self._vocabulary))
+        idf = np.log(1 + (self.size - document_frequency + 0.5) / (document_frequency + 0.5))
+        weights = idf[terms] * frequencies * (k1 + 1) / (frequencies + norms[positions])
+        # Postings of term t: positions[offsets[t]:offsets[t + 1]], with their weights
+        # (idf * tf * (k1 + 1) / (tf + k1 * norm): the term's whole contribution).
+        order = np.argsort(terms, kind="stable")
+        self._positions = positions[order]
+        self._weights = weights[order]
+        self._offsets = np.concatenate(([0], np.cumsum(document_frequency)))
 
     @classmethod
     def of_texts(cls, texts: Sequence[str], *, k1: float = 1.5, b: float = 0.75) -> Bm25Index:
@@ -113,16 +112,17 @@ class Bm25Index:
     def knows_every_word(self, query: str) -> bool:
         """True when each token of ``query`` occurs in some document (and there is one)."""
         terms = set(tokenize(query))
-        return bool(terms) and all(term in self._postings for term in terms)
+        return bool(terms) and all(term in self._vocabulary for term in terms)
 
     def scores(self, query: str) -> npt.NDArray[np.float64]:
         """One score per document; 0 for those sharing no term with ``query``."""
         found = np.zeros(self.size)
         for term in set(tokenize(query)):
-            posting = self._postings.get(term)
-            if posting is not None:
+            term_id = self._vocabulary.get(term)
+            if term_id is not None:
+                start, end = self._offsets[term_id], self._offsets[term_id + 1]
                 # Positions are unique within a posting, so fancy-index addition is exact.
-                found[posting.positions] += posting.weights
+                found[self._positions[start:end]] += self._weights[start:end]
         return found
 
     def top(self, query: str, limit: int, eligible: Mask | None = None) -> list[tuple[int, float]]:

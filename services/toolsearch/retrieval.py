@@ -32,6 +32,8 @@ from services.toolsearch.store import ToolStore
 log = logging.getLogger(__name__)
 Mode = Literal["lexical", "dense", "hybrid"]
 MAX_TOP_K = 100
+WARM_AFTER = 0.25
+"""Seconds without a catalog write before the next snapshot is built in the background."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,7 @@ class SearchEngine:
         self.config = config
         self._snapshot: CatalogSnapshot | None = None
         self._reload = asyncio.Lock()
+        self._warm_timer: asyncio.TimerHandle | None = None
         self._warming: asyncio.Task[None] | None = None
         self._cache: OrderedDict[Hashable, SearchResult] = OrderedDict()
         self.cache_hits = 0
@@ -123,9 +126,18 @@ class SearchEngine:
                 self._snapshot = current
             return current
 
+    def snapshot_held(self) -> CatalogSnapshot | None:
+        """The snapshot in memory now, without asking whether the catalog moved."""
+        return self._snapshot
+
     def warm(self) -> None:
-        """Build the next catalog version's snapshot in the background after a write, so
-        the next search finds it ready instead of building it."""
+        """Build the next catalog version's snapshot in the background once writes pause
+        (a bulk import is many calls in a row), so the next search finds it ready."""
+        if self._warm_timer is not None:
+            self._warm_timer.cancel()
+        self._warm_timer = asyncio.get_running_loop().call_later(WARM_AFTER, self._start_warm)
+
+    def _start_warm(self) -> None:
         if self._warming is None or self._warming.done():
             self._warming = asyncio.create_task(self._warm())
 
@@ -138,6 +150,8 @@ class SearchEngine:
 
     async def close(self) -> None:
         """Stop a background build (at server stop)."""
+        if self._warm_timer is not None:
+            self._warm_timer.cancel()
         if self._warming is not None:
             self._warming.cancel()
             await asyncio.gather(self._warming, return_exceptions=True)

@@ -3,6 +3,7 @@ versioning with embeddings, the per-session cache, Russian queries, llmproxy emb
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
@@ -17,7 +18,12 @@ from services.common.channels import internal_channel
 from services.common.db import Pool
 from services.common.settings import Settings
 from services.toolsearch import server as toolsearch
+from services.toolsearch.catalog import builtin_drafts, make_draft
 from services.toolsearch.config import ToolSearchConfig
+from services.toolsearch.embedder import local_embedder
+from services.toolsearch.indexing import Indexer
+from services.toolsearch.retrieval import SearchEngine
+from services.toolsearch.store import ToolStore
 from tests.support.mesh import Mesh
 
 KEY = "tool-search-test-key"
@@ -234,3 +240,29 @@ async def test_embeddings_from_llmproxy_replace_the_local_ones(mesh: Mesh) -> No
         # The scripted model hashes words, so a shared word is enough to be found.
         dense = pb.SEARCH_MODE_DENSE
         assert "calculator" in await names(stub, "arithmetic expression", top_k=3, mode=dense)
+
+
+async def test_a_write_rebuilds_the_in_memory_catalog_in_the_background(pool: Pool) -> None:
+    store = ToolStore(pool)
+    embedder = local_embedder()
+    indexer = Indexer(store, embedder)
+    engine = SearchEngine(store, embedder, ToolSearchConfig())
+    await indexer.upsert(builtin_drafts())
+    before = await engine.snapshot()
+    report = await indexer.upsert(
+        [make_draft({"name": "weather_now", "description": "Current weather for a city."})]
+    )
+    engine.warm()
+    engine.warm()  # a second write in a row only restarts the pause
+    for _ in range(200):
+        if engine.snapshot_held() is not before:
+            break
+        await asyncio.sleep(0.05)
+    after = engine.snapshot_held()
+    assert after is not None and after.version == report.catalog_version
+    # Only the new tool was read and tokenised; every other entry is the one held before.
+    fresh = [key for key in after.entries if key not in before.entries]
+    assert [key[0] for key in fresh] == ["weather_now"]
+    assert all(after.entries[key] is before.entries[key] for key in before.entries)
+    assert after.tools[after.by_name["weather_now"]].description == "Current weather for a city."
+    await engine.close()
