@@ -1,5 +1,6 @@
 """toolsearch over gRPC on a real Postgres + pgvector: filters, required tools, the cap,
-versioning with embeddings, the per-session cache, Russian queries, llmproxy embeddings."""
+versioning with embeddings, the per-session cache, Russian queries, llmproxy embeddings,
+when the query is embedded, and the in-memory catalog rebuilt after a write."""
 
 from __future__ import annotations
 
