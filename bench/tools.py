@@ -41,7 +41,7 @@ SYSTEMS = split_words("git jira postgres docker kubernetes s3 kafka stripe grafa
 PARAMETERS = {"type": "object", "properties": {"target": {"type": "string"}}}
 NOVEL_WORD = "urgently"
 """In no synthetic or built-in tool: a query holding it needs the embedding model."""
-RAW_SAMPLE = 256
+RAW_SAMPLE = 128
 SEARCH_TARGET = "<= 10 ms p99 at 10k"
 
 
