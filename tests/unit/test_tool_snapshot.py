@@ -81,3 +81,11 @@ def test_every_word_known_means_every_token_occurs_in_the_catalog() -> None:
     assert not index.knows_every_word("read a spreadsheet")
     assert not index.knows_every_word("прочитай файл")
     assert not index.knows_every_word("the of a")  # stop words only: nothing to know
+
+
+def test_an_empty_catalog_finds_nothing() -> None:
+    snap = build_snapshot(1, MODEL, 2, [], {}, {})
+    nothing = snap.eligible(SearchFilters())
+    assert snap.index.top("read a file", 5, nothing) == []
+    assert snap.dense_top([1.0, 0.0], 5, nothing) == []
+    assert not snap.index.knows_every_word("read")
