@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from services.common.settings import SettingsError
+from services.common.settings import _bool as read_bool
 
 EmbeddingsSource = Literal["local", "llmproxy"]
 EMBEDDING_SOURCES: tuple[EmbeddingsSource, ...] = ("local", "llmproxy")
@@ -56,6 +57,9 @@ class ToolSearchConfig:
     """TOOLSEARCH_CANDIDATES: how deep each retriever looks before fusion."""
     cache_size: int = 2048
     """TOOLSEARCH_CACHE_SIZE: search results kept in the per-session LRU; 0 disables it."""
+    dense_always: bool = False
+    """TOOLSEARCH_DENSE_ALWAYS: ``true`` embeds every hybrid query; by default a query whose
+    every word is a catalog word is answered by BM25 alone (the embedding is the slow step)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ToolSearchConfig:
@@ -69,4 +73,5 @@ class ToolSearchConfig:
             lexical_weight=_float(env, "TOOLSEARCH_LEXICAL_WEIGHT", cls.lexical_weight, 0.0, 1.0),
             candidates=_int(env, "TOOLSEARCH_CANDIDATES", cls.candidates, 10, 1000),
             cache_size=_int(env, "TOOLSEARCH_CACHE_SIZE", cls.cache_size, 0, 1_000_000),
+            dense_always=read_bool(env, "TOOLSEARCH_DENSE_ALWAYS", cls.dense_always),
         )

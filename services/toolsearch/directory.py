@@ -48,7 +48,8 @@ async def search_directory(
     if not entries or len(entries) > MAX_ENTRIES:
         raise InvalidSearch(f"give 1 to {MAX_ENTRIES} directory entries")
     names = [name for name, _ in entries]
-    lexical = {names[i]: s for i, s in Bm25Index([t for _, t in entries]).scores(query).items()}
+    scores = Bm25Index.of_texts([t for _, t in entries]).scores(query)
+    lexical = {name: float(s) for name, s in zip(names, scores, strict=True) if s > 0}
     vectors = await embedder.embed([t for _, t in entries])
     (probe,) = await embedder.embed([query], purpose="query")
     dense = {name: cosine(probe, vector) for name, vector in zip(names, vectors, strict=True)}

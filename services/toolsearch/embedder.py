@@ -175,8 +175,3 @@ def local_embedder() -> MemoEmbedder:
     if _shared_local is None:
         _shared_local = MemoEmbedder(LocalE5Embedder())
     return _shared_local
-
-
-def vector_literal(vector: Sequence[float]) -> str:
-    """pgvector's text form; asyncpg has no codec for the type."""
-    return "[" + ",".join(f"{x:.7g}" for x in vector) + "]"

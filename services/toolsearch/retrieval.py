@@ -1,9 +1,11 @@
-"""Tool search (seed 003 section 5): BM25 + pgvector, fused, filtered, capped, cached.
+"""Tool search (seed 003 section 5): BM25 + embeddings, fused, filtered, capped, cached.
 
 The active catalog is held in memory per catalog version (it is small: thousands of
-tools), which gives the BM25 index and the filters their data; dense retrieval asks
-Postgres (HNSW, cosine). Results are cached per (session, template, query hash,
-catalog version, request), so a session asking the same thing again costs a lookup.
+tools), with its BM25 index, its embedding matrix (from pgvector) and one eligibility
+mask per filter set (see snapshot.py). The query's embedding is the one slow step, so
+it is skipped when the lexical answer is settled (see ``_settled``). Results are cached
+per (session, template, query hash, catalog version, request), so a session asking the
+same thing again costs a lookup.
 """
 
 from __future__ import annotations
@@ -11,21 +13,27 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import logging
 from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Literal
 
-from services.toolsearch.bm25 import Bm25Index
-from services.toolsearch.catalog import SearchFilters, Tool, lexical_text
+from services.common.errors import DatabaseError
+from services.toolsearch.bm25 import Mask
+from services.toolsearch.catalog import SearchFilters, Tool
 from services.toolsearch.config import ToolSearchConfig
 from services.toolsearch.embedder import Embedder
 from services.toolsearch.errors import InvalidSearch
 from services.toolsearch.ranking import select, weighted_fusion
+from services.toolsearch.snapshot import CatalogSnapshot, build_snapshot
 from services.toolsearch.store import ToolStore
 
+log = logging.getLogger(__name__)
 Mode = Literal["lexical", "dense", "hybrid"]
 MAX_TOP_K = 100
+WARM_AFTER = 0.25
+"""Seconds without a catalog write before the next snapshot is built in the background."""
 
 
 @dataclass(frozen=True)
@@ -79,16 +87,6 @@ class SearchResult:
     missing_required: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class CatalogSnapshot:
-    """The active tools of one catalog version and the BM25 index over them."""
-
-    version: int
-    tools: tuple[Tool, ...]
-    by_name: dict[str, int]
-    index: Bm25Index
-
-
 class SearchEngine:
     """Answers searches over the current catalog; one per toolsearch process."""
 
@@ -98,6 +96,8 @@ class SearchEngine:
         self.config = config
         self._snapshot: CatalogSnapshot | None = None
         self._reload = asyncio.Lock()
+        self._warm_timer: asyncio.TimerHandle | None = None
+        self._warming: asyncio.Task[None] | None = None
         self._cache: OrderedDict[Hashable, SearchResult] = OrderedDict()
         self.cache_hits = 0
         self.cache_misses = 0
@@ -109,14 +109,52 @@ class SearchEngine:
         if current is not None and current.version == version:
             return current
         async with self._reload:
-            if self._snapshot is None or self._snapshot.version != version:
-                version, tools = await self.store.snapshot()
-                texts = [lexical_text(t) for t in tools]
-                # Indexing thousands of tools takes tens of ms: off the event loop.
-                index = await asyncio.to_thread(Bm25Index, texts)
-                by_name = {t.name: i for i, t in enumerate(tools)}
-                self._snapshot = CatalogSnapshot(version, tuple(tools), by_name, index)
-            return self._snapshot
+            current = self._snapshot
+            if current is None or current.version != version:
+                held = current.entries if current is not None else {}
+                version, keys, fresh = await self.store.snapshot(held)
+                # Tokenising new tools and stacking the matrix: off the event loop.
+                current = await asyncio.to_thread(
+                    build_snapshot,
+                    version,
+                    self.embedder.model_id,
+                    self.embedder.dimensions,
+                    keys,
+                    held,
+                    fresh,
+                )
+                self._snapshot = current
+            return current
+
+    def snapshot_held(self) -> CatalogSnapshot | None:
+        """The snapshot in memory now, without asking whether the catalog moved."""
+        return self._snapshot
+
+    def warm(self) -> None:
+        """Build the next catalog version's snapshot in the background once writes pause
+        (a bulk import is many calls in a row), so the next search finds it ready."""
+        if self._warm_timer is not None:
+            self._warm_timer.cancel()
+        self._warm_timer = asyncio.get_running_loop().call_later(WARM_AFTER, self._start_warm)
+
+    def _start_warm(self) -> None:
+        if self._warming is None or self._warming.done():
+            self._warming = asyncio.create_task(self._warm())
+
+    async def _warm(self) -> None:
+        try:
+            await self.snapshot()
+        except DatabaseError as error:
+            # The next search rebuilds it and reports the error to its caller.
+            log.warning("catalog snapshot not built", extra={"fields": {"error": str(error)}})
+
+    async def close(self) -> None:
+        """Stop a background build (at server stop)."""
+        if self._warm_timer is not None:
+            self._warm_timer.cancel()
+        if self._warming is not None:
+            self._warming.cancel()
+            await asyncio.gather(self._warming, return_exceptions=True)
 
     def _cache_key(self, request: SearchRequest, version: int) -> Hashable:
         digest = hashlib.sha256(request.query.encode()).hexdigest()
@@ -141,7 +179,7 @@ class SearchEngine:
             self._cache.popitem(last=False)
 
     def _lexical(
-        self, request: SearchRequest, snap: CatalogSnapshot, eligible: set[int]
+        self, request: SearchRequest, snap: CatalogSnapshot, eligible: Mask
     ) -> list[tuple[str, float]]:
         if request.mode not in ("lexical", "hybrid"):
             return []
@@ -149,18 +187,24 @@ class SearchEngine:
         return [(snap.tools[i].name, score) for i, score in top]
 
     async def _dense(
-        self, request: SearchRequest, snap: CatalogSnapshot, eligible: set[int]
+        self, request: SearchRequest, snap: CatalogSnapshot, eligible: Mask
     ) -> list[tuple[str, float]]:
-        if request.mode not in ("dense", "hybrid") or not eligible:
+        if request.mode not in ("dense", "hybrid") or not eligible.any():
             return []
-        [vector] = await self.embedder.embed([request.query], purpose="query")
-        # No name list when nothing is filtered out: the plain HNSW scan is the fast path.
-        names = None if len(eligible) == len(snap.tools) else [snap.tools[i].name for i in eligible]
-        found = await self.store.dense_search(
-            vector, self.embedder.model_id, names, self.config.candidates
-        )
-        # The catalog may have moved since the snapshot: keep what the snapshot admits.
-        return [(n, s) for n, s in found if snap.by_name.get(n, -1) in eligible]
+        # Spacing carries no meaning for the model: one memo entry per wording.
+        query = " ".join(request.query.split())
+        [vector] = await self.embedder.embed([query], purpose="query")
+        top = snap.dense_top(vector, self.config.candidates, eligible)
+        return [(snap.tools[i].name, score) for i, score in top]
+
+    def _settled(self, request: SearchRequest, snap: CatalogSnapshot) -> bool:
+        """True when a hybrid search may skip the query embedding: every word of the query
+        is a catalog word. The model is there for words the catalog does not use (other
+        languages, synonyms); on Seal-Tools, skipping it for such queries changed no
+        ranking metric (docs/decisions.md). TOOLSEARCH_DENSE_ALWAYS turns this off."""
+        if request.mode != "hybrid" or self.config.dense_always:
+            return False
+        return snap.index.knows_every_word(request.query)
 
     async def search(self, request: SearchRequest) -> SearchResult:
         """Retrieve, fuse, filter and cap; see SearchRequest for the rules."""
@@ -170,9 +214,10 @@ class SearchEngine:
         cached = self._cached(key)
         if cached is not None:
             return cached
-        eligible = {i for i, t in enumerate(snap.tools) if request.filters.admits(t)}
+        eligible = snap.eligible(request.filters)
         lexical = self._lexical(request, snap, eligible)
-        dense = await self._dense(request, snap, eligible)
+        settled = self._settled(request, snap)
+        dense = [] if settled else await self._dense(request, snap, eligible)
         if request.mode == "hybrid":
             ranked = weighted_fusion(lexical, dense, self.config.lexical_weight)
         else:

@@ -156,6 +156,8 @@ class ToolSearchServicer(pb_grpc.ToolSearchServicer):
         self, request: pb.UpsertToolsRequest, context: aio.ServicerContext[Any, Any]
     ) -> pb.UpsertToolsResponse:
         report = await self.indexer.upsert([draft_from_proto(t) for t in request.tools])
+        if report.embedded or any(t.changed for t in report.tools):
+            self.engine.warm()
         return pb.UpsertToolsResponse(
             tools=[
                 pb.UpsertedTool(name=t.name, version=t.version, changed=t.changed)

@@ -1,4 +1,4 @@
-"""SQL over ``toolsearch.tools``: versions, the catalog version, pgvector search.
+"""SQL over ``toolsearch.tools``: versions, the catalog version, the rows search holds.
 
 asyncpg errors become DatabaseError here; nothing above this module sees asyncpg.
 """
@@ -6,21 +6,25 @@ asyncpg errors become DatabaseError here; nothing above this module sees asyncpg
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Container, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
+import numpy as np
+import numpy.typing as npt
 
 from services.common.db import Pool
 from services.common.errors import DatabaseError
 from services.common.sql import load_queries
 from services.toolsearch.catalog import Tool, ToolDraft
-from services.toolsearch.embedder import vector_literal
 
 SQL_DIR = Path(__file__).parent / "sql"
 QUERIES = load_queries(SQL_DIR / "queries.sql")
 DB_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
+Key = tuple[str, int, str | None]
+"""(name, version, embedding model): a row search holds changes only with a new key."""
+Vector = npt.NDArray[np.float32]
 
 
 def _tool(row: asyncpg.Record) -> Tool:
@@ -46,6 +50,19 @@ class Stored:
 
     tool: Tool
     embedding_model: str | None
+
+
+@dataclass(frozen=True)
+class Indexed:
+    """A served tool as search holds it: the version and its embedding (None: none yet)."""
+
+    tool: Tool
+    vector: Vector | None
+
+
+def _vector(raw: bytes | None) -> Vector | None:
+    # pgvector's binary form: int16 dimensions, int16 unused, big-endian float4s.
+    return None if raw is None else np.frombuffer(raw, dtype=">f4", offset=4).astype(np.float32)
 
 
 async def _current(conn: asyncpg.Connection, names: Sequence[str]) -> dict[str, Stored]:
@@ -84,7 +101,7 @@ class CatalogWriter:
                     d.long_description,
                     d.risk,
                     d.deprecated,
-                    vector_literal(vector),
+                    list(vector),
                     model,
                 )
                 for d, version, vector in versions
@@ -96,7 +113,7 @@ class CatalogWriter:
     ) -> None:
         await self.conn.executemany(
             QUERIES["set_embedding"],
-            [(name, version, vector_literal(v), model) for name, version, v in rows],
+            [(name, version, list(v), model) for name, version, v in rows],
         )
 
     async def bump(self) -> int:
@@ -133,20 +150,32 @@ class ToolStore:
             ) from error
         return version
 
-    async def snapshot(self) -> tuple[int, list[Tool]]:
-        """The catalog version and its active tools, read consistently."""
+    async def snapshot(self, held: Container[Key]) -> tuple[int, list[Key], dict[Key, Indexed]]:
+        """The catalog version, the keys of its active tools in name order, and the rows
+        (with embeddings) of the keys not ``held`` already; read consistently."""
         try:
             async with (
                 self.pool.acquire() as conn,
                 conn.transaction(isolation="repeatable_read", readonly=True),
             ):
                 version: int = await conn.fetchval(QUERIES["catalog_version"])
-                rows = await conn.fetch(QUERIES["active_tools"])
+                keys: list[Key] = [
+                    (r["name"], r["version"], r["embedding_model"])
+                    for r in await conn.fetch(QUERIES["active_keys"])
+                ]
+                wanted = [key[0] for key in keys if key not in held]
+                rows = await conn.fetch(QUERIES["active_rows"], wanted) if wanted else []
         except DB_ERRORS as error:
             raise DatabaseError(
                 f"cannot read the catalog: {error}", code="DB_READ_ERROR"
             ) from error
-        return version, [_tool(r) for r in rows]
+        fresh = {
+            (r["name"], r["version"], r["embedding_model"]): Indexed(
+                _tool(r), _vector(r["embedding"])
+            )
+            for r in rows
+        }
+        return version, keys, fresh
 
     async def current(self, names: Sequence[str]) -> dict[str, Stored]:
         """Current versions of ``names``, without the lock (a first look before embedding)."""
@@ -174,25 +203,3 @@ class ToolStore:
                 f"cannot read the catalog: {error}", code="DB_READ_ERROR"
             ) from error
         return [_tool(r) for r in rows]
-
-    async def dense_search(
-        self, vector: Sequence[float], model: str, eligible: Sequence[str] | None, limit: int
-    ) -> list[tuple[str, float]]:
-        """Nearest current tools by cosine similarity, best first."""
-        try:
-            async with self.pool.acquire() as conn, conn.transaction():
-                # ef_search bounds how many rows HNSW can return; iterative scan keeps
-                # looking when the name filter removes candidates (pgvector >= 0.8).
-                await conn.execute(f"set local hnsw.ef_search = {max(40, min(limit, 1000))}")
-                await conn.execute("set local hnsw.iterative_scan = relaxed_order")
-                rows = await conn.fetch(
-                    QUERIES["dense_search"],
-                    vector_literal(vector),
-                    model,
-                    None if eligible is None else list(eligible),
-                    limit,
-                )
-        except DB_ERRORS as error:
-            raise DatabaseError(f"cannot search tools: {error}", code="DB_READ_ERROR") from error
-        # relaxed_order may return neighbours slightly out of order.
-        return sorted(((r["name"], float(r["score"])) for r in rows), key=lambda x: -x[1])

@@ -1,8 +1,10 @@
 """toolsearch over gRPC on a real Postgres + pgvector: filters, required tools, the cap,
-versioning with embeddings, the per-session cache, Russian queries, llmproxy embeddings."""
+versioning with embeddings, the per-session cache, Russian queries, llmproxy embeddings,
+when the query is embedded, and the in-memory catalog rebuilt after a write."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
@@ -17,7 +19,12 @@ from services.common.channels import internal_channel
 from services.common.db import Pool
 from services.common.settings import Settings
 from services.toolsearch import server as toolsearch
+from services.toolsearch.catalog import builtin_drafts, make_draft
 from services.toolsearch.config import ToolSearchConfig
+from services.toolsearch.embedder import local_embedder
+from services.toolsearch.indexing import Indexer
+from services.toolsearch.retrieval import SearchEngine
+from services.toolsearch.store import ToolStore
 from tests.support.mesh import Mesh
 
 KEY = "tool-search-test-key"
@@ -92,7 +99,22 @@ async def test_required_tools_come_first_and_the_cap_holds(stub: Stub) -> None:
     assert len(found) == 3
     assert found[0] == ("attempt_completion", True)
     assert ("read_file", False) in found
-    assert reply.results[1].lexical_score > 0 and reply.results[1].dense_score > 0
+    assert reply.results[1].lexical_score > 0
+
+
+async def test_the_query_is_embedded_only_when_a_word_is_not_a_catalog_word(
+    stub: Stub, pool: Pool
+) -> None:
+    known = await stub.SearchTools(pb.SearchToolsRequest(query="read a file", top_k=3))
+    assert known.results[0].tool.name == "read_file"
+    assert all(r.lexical_score > 0 and r.dense_score == 0 for r in known.results)
+    # "quickly" is in no tool: the model bridges what BM25 cannot match.
+    novel = await stub.SearchTools(pb.SearchToolsRequest(query="read a file quickly", top_k=3))
+    assert novel.results[0].tool.name == "read_file" and novel.results[0].dense_score > 0
+    settings = Settings(internal_api_key=KEY, metrics_port_offset=0)
+    async with running(settings, pool, ToolSearchConfig(dense_always=True)) as always:
+        every = await always.SearchTools(pb.SearchToolsRequest(query="read a file", top_k=3))
+        assert every.results[0].tool.name == "read_file" and every.results[0].dense_score > 0
 
 
 async def test_a_required_tool_bypasses_filters_but_unknown_ones_are_reported(stub: Stub) -> None:
@@ -219,3 +241,29 @@ async def test_embeddings_from_llmproxy_replace_the_local_ones(mesh: Mesh) -> No
         # The scripted model hashes words, so a shared word is enough to be found.
         dense = pb.SEARCH_MODE_DENSE
         assert "calculator" in await names(stub, "arithmetic expression", top_k=3, mode=dense)
+
+
+async def test_a_write_rebuilds_the_in_memory_catalog_in_the_background(pool: Pool) -> None:
+    store = ToolStore(pool)
+    embedder = local_embedder()
+    indexer = Indexer(store, embedder)
+    engine = SearchEngine(store, embedder, ToolSearchConfig())
+    await indexer.upsert(builtin_drafts())
+    before = await engine.snapshot()
+    report = await indexer.upsert(
+        [make_draft({"name": "weather_now", "description": "Current weather for a city."})]
+    )
+    engine.warm()
+    engine.warm()  # a second write in a row only restarts the pause
+    for _ in range(200):
+        if engine.snapshot_held() is not before:
+            break
+        await asyncio.sleep(0.05)
+    after = engine.snapshot_held()
+    assert after is not None and after.version == report.catalog_version
+    # Only the new tool was read and tokenised; every other entry is the one held before.
+    fresh = [key for key in after.entries if key not in before.entries]
+    assert [key[0] for key in fresh] == ["weather_now"]
+    assert all(after.entries[key] is before.entries[key] for key in before.entries)
+    assert after.tools[after.by_name["weather_now"]].description == "Current weather for a city."
+    await engine.close()

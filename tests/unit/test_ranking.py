@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
 import pytest
 
 from services.common.settings import SettingsError
@@ -104,10 +105,12 @@ def test_tokens_split_identifiers_and_fold_plurals() -> None:
 
 
 def test_bm25_prefers_the_rarer_and_denser_match() -> None:
-    index = Bm25Index(["read a file", "write a file", "read the weather forecast for a city"])
+    index = Bm25Index.of_texts(
+        ["read a file", "write a file", "read the weather forecast for a city"]
+    )
     top = index.top("read file", 3)
     assert [position for position, _ in top] == [0, 1, 2]
-    assert index.top("read file", 3, eligible={1, 2})[0][0] == 1
+    assert index.top("read file", 3, eligible=np.array([False, True, True]))[0][0] == 1
     assert index.top("nothing matches", 3) == []
 
 
@@ -188,6 +191,8 @@ def test_config_reads_its_environment_variables() -> None:
         {"TOOLSEARCH_EMBEDDINGS": "LLMProxy", "TOOLSEARCH_LEXICAL_WEIGHT": "0.5"}
     )
     assert config.embeddings == "llmproxy" and config.lexical_weight == 0.5
-    for bad in ({"TOOLSEARCH_EMBEDDINGS": "openai"}, {"TOOLSEARCH_CANDIDATES": "3"}):
+    assert ToolSearchConfig.from_env({"TOOLSEARCH_DENSE_ALWAYS": "true"}).dense_always
+    bad_values = ({"TOOLSEARCH_EMBEDDINGS": "openai"}, {"TOOLSEARCH_CANDIDATES": "3"})
+    for bad in (*bad_values, {"TOOLSEARCH_DENSE_ALWAYS": "sometimes"}):
         with pytest.raises(SettingsError, match=next(iter(bad))):
             ToolSearchConfig.from_env(bad)

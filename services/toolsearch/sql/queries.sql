@@ -15,13 +15,22 @@ select name, version, description, parameters, executor, tags, active, type, cat
 from toolsearch.tools
 where is_current and name = any($1::text[]);
 
--- name: active_tools
--- What search serves; ordered so positions in the in-memory index are stable.
-select name, version, description, parameters, executor, tags, active, type, category,
-       long_description, risk, deprecated
+-- name: active_keys
+-- What search serves, by key; ordered so positions in the in-memory index are stable.
+-- The search process fetches full rows only for keys it does not hold yet.
+select name, version, embedding_model
 from toolsearch.tools
 where is_current and active
 order by name;
+
+-- name: active_rows
+-- Current active rows of the named tools with their embedding in pgvector's binary form
+-- (2-byte dimensions, 2 unused bytes, big-endian float4s): no text to parse.
+select name, version, description, parameters, executor, tags, active, type, category,
+       long_description, risk, deprecated, embedding_model,
+       public.vector_send(embedding) as embedding
+from toolsearch.tools
+where is_current and active and name = any($1::text[]);
 
 -- name: list_tools
 select name, version, description, parameters, executor, tags, active, type, category,
@@ -37,7 +46,7 @@ update toolsearch.tools set is_current = false where is_current and name = any($
 insert into toolsearch.tools (
     name, version, description, parameters, executor, tags, active, type, category,
     long_description, risk, deprecated, embedding, embedding_model, is_current
-) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::vector, $14, true);
+) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::real[]::vector, $14, true);
 
 -- name: stale_embeddings
 -- Current versions embedded by another model (or never): redone at start.
@@ -47,14 +56,5 @@ from toolsearch.tools
 where is_current and embedding_model is distinct from $1;
 
 -- name: set_embedding
-update toolsearch.tools set embedding = $3::vector, embedding_model = $4
+update toolsearch.tools set embedding = $3::real[]::vector, embedding_model = $4
 where name = $1 and version = $2;
-
--- name: dense_search
--- Cosine distance over the HNSW index; $3 (nullable) limits the search to eligible names.
-select name, 1 - (embedding <=> $1::vector) as score
-from toolsearch.tools
-where is_current and active and embedding_model = $2
-  and ($3::text[] is null or name = any($3::text[]))
-order by embedding <=> $1::vector
-limit $4;
