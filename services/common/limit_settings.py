@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from services.common.env_values import number
+
 
 class LimitSettingsError(ValueError):
     """A LIMIT_* or LLM_PRICES value is malformed; the message names the variable."""
@@ -45,16 +47,7 @@ def parse_prices(raw: str) -> dict[str, Price]:
 
 
 def _amount(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise LimitSettingsError(f"{name} must be a number, got {raw!r}") from None
-    if value < 0:
-        raise LimitSettingsError(f"{name} must be >= 0, got {raw!r}")
-    return value
+    return number(env, name, default, error=LimitSettingsError)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from services.common.env_values import number
 from services.common.limit_settings import LimitSettings, LimitSettingsError
 
 
@@ -31,16 +32,7 @@ def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
 
 
 def _number(env: Mapping[str, str], name: str, default: float, *, minimum: float = 0) -> float:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SettingsError(f"{name} must be a number, got {raw!r}") from None
-    if value < minimum:
-        raise SettingsError(f"{name} must be >= {minimum}, got {raw!r}")
-    return value
+    return number(env, name, default, minimum=minimum, error=SettingsError)
 
 
 def _port(env: Mapping[str, str], name: str, default: int) -> int:

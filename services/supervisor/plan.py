@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from services.common.env_values import number
 from services.common.settings import Settings, SettingsError
 from services.common.tls import MeshTls
 from services.supervisor.readiness import Probe, dial_host, grpc_serving, http_ok
@@ -43,18 +44,7 @@ class ChildSpec:
 
 
 def _number(env: Mapping[str, str], name: str, default: float, *, integer: bool = False) -> float:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SettingsError(f"{name} must be a number, got {raw!r}") from None
-    if value < 0 or value != value:  # value != value: NaN
-        raise SettingsError(f"{name} must be >= 0, got {raw!r}")
-    if integer and value != int(value):
-        raise SettingsError(f"{name} must be a whole number, got {raw!r}")
-    return value
+    return number(env, name, default, integer=integer, error=SettingsError)
 
 
 @dataclass(frozen=True)

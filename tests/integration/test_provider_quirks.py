@@ -78,15 +78,21 @@ async def test_each_family_streams_into_the_same_answer(
     )
 
 
-async def test_a_429_waits_what_retry_after_asks_then_succeeds(
-    model: ScriptedModelHandle, upstream: Upstream
-) -> None:
+def recorded_sleeps(upstream: Upstream) -> list[float]:
+    """The back-off waits ``upstream`` asks for, recorded instead of slept."""
     waits: list[float] = []
 
     async def record(seconds: float) -> None:
         waits.append(seconds)
 
     upstream.sleep = record
+    return waits
+
+
+async def test_a_429_waits_what_retry_after_asks_then_succeeds(
+    model: ScriptedModelHandle, upstream: Upstream
+) -> None:
+    waits = recorded_sleeps(upstream)
     model.state.enqueue(
         {"error": {"status": 429, "message": "Rate limit reached", "retry_after": 4}},
         {"text": "after the wait"},
@@ -99,12 +105,7 @@ async def test_a_429_waits_what_retry_after_asks_then_succeeds(
 async def test_a_retry_after_longer_than_we_wait_fails_at_once(
     model: ScriptedModelHandle, upstream: Upstream
 ) -> None:
-    waits: list[float] = []
-
-    async def record(seconds: float) -> None:
-        waits.append(seconds)
-
-    upstream.sleep = record
+    waits = recorded_sleeps(upstream)
     model.state.enqueue(
         {"error": {"status": 429, "message": "quota", "retry_after": MAX_RETRY_AFTER * 2}}
     )
