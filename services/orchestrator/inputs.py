@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Awaitable
 
 from codelab.v1 import common_pb2 as pb
 from services.common.errors import ServiceError
@@ -33,9 +34,9 @@ from services.orchestrator.templates import ORCHESTRATOR
 log = logging.getLogger(__name__)
 
 
-async def _both(first: asyncio.Task[None], second: asyncio.Task[None]) -> None:
-    """Wait for two writes started side by side; the first failure is raised."""
-    await asyncio.gather(first, second)
+async def _all(*writes: Awaitable[None] | None) -> None:
+    """Wait for writes started side by side; the first failure is raised."""
+    await asyncio.gather(*(w for w in writes if w is not None))
 
 
 CLASSIFY_SECONDS = 20.0
@@ -94,9 +95,10 @@ class Inputs:
         stored = loop.background(loop.store.add_message(sid, user))
         loop.budgets[sid] = Budget()
         agent, reason, confidence, method = await self.route(sid, message)
-        template = loop.agents.get(agent)  # an unknown agent_type fails here, before any call
+        # An unknown agent_type fails here, before any call.
+        template, pinned = await loop.resolve(sid, agent)
         switched = loop.background(loop.switch(sid, agent, reason, confidence, method))
-        ready = loop.background(_both(stored, switched))
+        ready = loop.background(_all(stored, switched, pinned))
         if history is not None:
             try:
                 first = FirstStep(template, [*await history, user], ready)
@@ -224,7 +226,7 @@ class Inputs:
         self, call: LedgerCall, arguments: dict[str, object]
     ) -> tuple[str, str] | None:
         """Edited arguments pass the same schema and file rules as the model's."""
-        template = self.loop.agents.get(call.agent)
+        template = await self.loop.template(call.session_id, call.agent)
         spec = await self.loop.toolbox.spec_for(template, call.tool_name)
         if spec is None:
             return "TOOL_VALIDATION_ERROR", f"{call.tool_name} is not allowed"

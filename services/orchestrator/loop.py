@@ -157,9 +157,31 @@ class AgentLoop:
 
     async def current(self, sid: str) -> AgentTemplate:
         session = await self.session(sid)
-        return self.agents.get(
-            session.current_agent if self.agents.has(session.current_agent) else self.agents.entry
-        )
+        name = session.current_agent
+        served = self.agents.has(name) or name in session.agent_versions
+        return await self.template(sid, name if served else self.agents.entry)
+
+    async def template(self, sid: str, name: str) -> AgentTemplate:
+        """The version of ``name`` the session's task runs on (pinned at its first use)."""
+        template, pin = await self.resolve(sid, name)
+        if pin is not None:
+            await pin
+        return template
+
+    async def resolve(
+        self, sid: str, name: str
+    ) -> tuple[AgentTemplate, Coroutine[Any, Any, None] | None]:
+        """``template`` without waiting for the pin's write: (template, the write to await,
+        when this is the agent's first use in the task). An admin's new version reaches the
+        next task; the running one finishes on the version it started with."""
+        session = await self.session(sid)
+        version = session.agent_versions.get(name)
+        if version is not None:
+            return await self.agents.pinned(self.store.pool, name, version), None
+        template = self.agents.get(name)
+        versions = {**session.agent_versions, name: template.version}
+        self._rows[sid] = dataclasses.replace(session, agent_versions=versions)
+        return template, self.store.pin_agent_version(sid, name, template.version)
 
     async def switch(
         self,
@@ -177,8 +199,8 @@ class AgentLoop:
         await self.ledger.record_switch(
             sid, session.current_agent, to_agent, reason, confidence, method
         )
-        if sid in self._rows:
-            self._rows[sid] = dataclasses.replace(session, current_agent=to_agent)
+        if sid in self._rows:  # re-read: a pin may have been recorded meanwhile
+            self._rows[sid] = dataclasses.replace(self._rows[sid], current_agent=to_agent)
         self.post(
             await self.audience(sid),
             events.agent_switched(session.current_agent, to_agent, reason, confidence),
@@ -335,7 +357,7 @@ class AgentLoop:
     async def process(self, call: LedgerCall, budget: Budget) -> bool:
         """Validate and route one proposed call; True when the session now waits."""
         sid = call.session_id
-        template = self.agents.get(call.agent)
+        template = await self.template(sid, call.agent)
         budget.tool_calls += 1
         if budget.tool_calls > template.max_tool_calls:
             return await self.refuse(
@@ -471,7 +493,7 @@ class AgentLoop:
                 ),
             )
         budget.invalid += 1
-        template = self.agents.get(call.agent)
+        template = await self.template(call.session_id, call.agent)
         if fatal or budget.invalid > template.max_invalid_arguments:
             await self.close_open_calls(call.session_id, "Skipped: the turn was stopped.")
             await self.emit(

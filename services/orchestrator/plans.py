@@ -137,7 +137,7 @@ class PlanRunner:
             await loop.emit(
                 sid, events.plan_rejected(plan.plan_id, plan.approval_request_id, feedback)
             )
-            await loop.finish(sid, loop.agents.get(plan.planner))
+            await loop.finish(sid, await loop.template(sid, plan.planner))
         else:
             plan.status = "modified"
             await loop.ledger.save_plan(plan)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,8 @@ class SessionRow:
     turn_state: str = "idle"
     tool_tokens_offered: int = 0
     tool_tokens_all: int = 0
+    agent_versions: Mapping[str, int] = field(default_factory=dict)
+    """The template version each agent of the running task is pinned to."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,7 @@ def _session(row: asyncpg.Record) -> SessionRow:
         turn_state=row["turn_state"],
         tool_tokens_offered=row["tool_tokens_offered"],
         tool_tokens_all=row["tool_tokens_all"],
+        agent_versions=row.get("agent_versions") or {},
     )
 
 
@@ -271,3 +274,7 @@ class SessionStore:
     async def add_tool_tokens(self, session_id: str, offered: int, everything: int) -> None:
         async with db_errors("save tool tokens", "DB_WRITE_ERROR"):
             await self.pool.execute(QUERIES["add_tool_tokens"], session_id, offered, everything)
+
+    async def pin_agent_version(self, session_id: str, agent: str, version: int) -> None:
+        async with db_errors("pin template version", "DB_WRITE_ERROR"):
+            await self.pool.execute(QUERIES["pin_agent_version"], session_id, agent, version)

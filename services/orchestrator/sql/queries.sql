@@ -25,6 +25,7 @@ select turn_state from orchestrator.sessions where session_id = $1;
 select s.session_id, s.user_id, s.title, s.system_prompt, s.current_agent,
        s.created_at, s.last_activity, s.deleted_at, s.switch_count, s.last_switch_at,
        s.busy_policy, s.turn_state, s.tool_tokens_offered, s.tool_tokens_all,
+       s.agent_versions,
        (select count(*) from orchestrator.messages m where m.session_id = s.session_id)::int
            as message_count
 from orchestrator.sessions s
@@ -309,7 +310,7 @@ with previous as (
 select m.session_id, m.user_id, m.title, m.system_prompt, m.current_agent,
        m.created_at, m.last_activity, m.deleted_at, m.switch_count, m.last_switch_at,
        m.busy_policy, m.turn_state, m.tool_tokens_offered, m.tool_tokens_all,
-       0 as message_count, m.parent_session_id, m.parent_call_id,
+       m.agent_versions, 0 as message_count, m.parent_session_id, m.parent_call_id,
        exists (
            select 1 from orchestrator.tool_calls c
            where (c.session_id = m.session_id or c.session_id in (
@@ -325,12 +326,20 @@ from moved m;
 
 -- name: end_turn
 -- The message is handled: the turn is idle, and the session moves to $2 when it may come
--- from its current state ($3 lists the sources; null: no move). $4: the target is terminal.
+-- from its current state ($3 lists the sources; null: no move). $4: the target is terminal:
+-- the task is over and its pinned template versions are let go.
 update orchestrator.sessions s
 set turn_state = 'idle',
+    agent_versions = case when $4::bool then '{}'::jsonb else s.agent_versions end,
     state = case when $2::text is not null and s.state = any($3::text[]) then $2 else s.state end,
     finished_at = case when $2::text is null or not (s.state = any($3::text[])) then s.finished_at
                        when not $4::bool then null
                        when s.state = $2 then s.finished_at
                        else now() end
 where s.session_id = $1;
+
+-- name: pin_agent_version
+-- The task runs ``$2`` at version $3 from now on (until the task ends).
+update orchestrator.sessions
+set agent_versions = agent_versions || jsonb_build_object($2::text, $3::int)
+where session_id = $1;

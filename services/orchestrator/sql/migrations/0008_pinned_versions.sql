@@ -1,0 +1,5 @@
+-- The template version each agent of a session's task runs on (seed 003: an instance pins
+-- a version; an admin's edit reaches the next task, never one in flight). Emptied when the
+-- task ends (completed, failed, cancelled).
+alter table sessions
+    add column agent_versions jsonb not null default '{}'::jsonb;
