@@ -20,6 +20,7 @@ from services.orchestrator.ledger import LedgerCall
 from services.orchestrator.llm import TextPiece
 from services.orchestrator.loop import AgentLoop, Budget, FirstStep
 from services.orchestrator.mesh_clients import Expired, MeshCallFailed
+from services.orchestrator.patch_review import REVIEW_TOOL, review_outcome
 from services.orchestrator.plans import PlanRunner
 from services.orchestrator.routing import (
     SPECIALISTS,
@@ -140,7 +141,7 @@ class Inputs:
         else:
             await self.loop.emit(sid, events.done("completed"))
 
-    async def tool_result(self, sid: str, result: pb.ToolResult) -> None:
+    async def tool_result(self, sid: str, result: pb.ToolResult, user_id: str = "") -> None:
         call = await self.loop.ledger.find(sid, result.call_id)
         if call is None:
             await self.fail(
@@ -166,12 +167,40 @@ class Inputs:
                 call.call_id,
             )
             return
-        if result.HasField("error") and result.error:
+        if call.tool_name == REVIEW_TOOL:
+            await self.reviewed(call, result, user_id)
+        elif result.HasField("error") and result.error:
             await self.loop.complete(call, f"Error from the IDE: {result.error}", "failed")
         else:
             content = result.result_json if result.HasField("result_json") else "null"
             await self.loop.complete(call, content)
         await self.loop.advance(call.session_id)  # a delegated child's call resumes the child
+
+    async def reviewed(self, call: LedgerCall, result: pb.ToolResult, user_id: str) -> None:
+        """The IDE's patch review came back: it is the person's decision on the patch."""
+        proposed = call.arguments.get("patch", "") if isinstance(call.arguments, dict) else ""
+        review = review_outcome(
+            proposed,
+            result.result_json if result.HasField("result_json") else None,
+            result.error if result.HasField("error") else None,
+        )
+        await self.loop.hitl.audit(
+            call.session_id,
+            "patch_review",
+            review.decision,
+            user_id,
+            call.call_id,
+            feedback=review.feedback,
+            tool_name=call.tool_name,
+            original={"patch": proposed},
+            modified={"patch": review.patch} if review.decision == "edit" else None,
+        )
+        if review.patch is None:
+            note = f" Feedback: {review.feedback}" if review.feedback else ""
+            await self.loop.complete(call, "The user rejected the whole patch." + note)
+            return
+        content = json.dumps({"decision": review.decision, "patch": review.patch})
+        await self.loop.complete(call, content, extra={"reviewed_patch": review.patch})
 
     async def hitl_decision(self, sid: str, user_id: str, decision: pb.HitlDecision) -> None:
         loop = self.loop

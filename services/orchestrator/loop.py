@@ -28,6 +28,7 @@ from services.orchestrator.ledger import Ledger, LedgerCall
 from services.orchestrator.llm import LlmClient, ModelToolCall, TextPiece
 from services.orchestrator.local_tools import run_local_tool
 from services.orchestrator.mesh_clients import HitlClient
+from services.orchestrator.patch_review import reviewed
 from services.orchestrator.records import Records
 from services.orchestrator.store import SessionRow, SessionStore, StoredMessage, TurnStart
 from services.orchestrator.system_tools import SystemTools
@@ -36,6 +37,7 @@ from services.orchestrator.toolbox import Toolbox, schema_tokens
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+APPROVED_IN_REVIEW = "approved in the IDE's patch review"
 
 
 def _log_unawaited(task: asyncio.Task[Any]) -> None:
@@ -407,6 +409,11 @@ class AgentLoop:
             result = run_local_tool(call.tool_name, arguments)
             await self.complete(call, result.content, "completed" if result.ok else "failed")
             return False
+        if call.tool_name == "apply_patch" and reviewed(
+            arguments.get("patch", ""), await self.ledger.reviewed_patches(sid)
+        ):
+            await self.dispatch(call, arguments, reason=APPROVED_IN_REVIEW)
+            return True
         verdict = await self.hitl.evaluate(
             sid, template.name, call.tool_name, arguments, template.hitl
         )
@@ -463,13 +470,20 @@ class AgentLoop:
             events.done("awaiting_tool_result"),
         )
 
-    async def complete(self, call: LedgerCall, content: str, state: str = "completed") -> None:
-        """Record the call's outcome as the tool message the model will read."""
+    async def complete(
+        self,
+        call: LedgerCall,
+        content: str,
+        state: str = "completed",
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        """Record the call's outcome as the tool message the model will read (``extra``:
+        more of the outcome for the runtime itself, kept beside the content)."""
         await self.store.add_message(
             call.session_id,
             StoredMessage("tool", content, name=call.tool_name, tool_call_id=call.call_id),
         )
-        await self.ledger.set_state(call, state, result={"content": content})
+        await self.ledger.set_state(call, state, result={"content": content, **(extra or {})})
         await self.records.note(call, state)
 
     async def refuse(

@@ -186,6 +186,9 @@ class HitlClient:
         call_id: str = "",
         feedback: str | None = None,
         details: Mapping[str, Any] | None = None,
+        tool_name: str = "",
+        original: Mapping[str, Any] | None = None,
+        modified: Mapping[str, Any] | None = None,
     ) -> None:
         entry = hitl_pb2.AuditEntry(
             session_id=session_id,
@@ -194,9 +197,14 @@ class HitlClient:
             user_id=user_id,
             call_id=call_id,
             feedback=feedback,
+            tool_name=tool_name,
         )
         if details:
             entry.details_json = json.dumps(details)
+        if original is not None:
+            entry.original_arguments_json = json.dumps(original)
+        if modified is not None:
+            entry.modified_arguments_json = json.dumps(modified)
         await call(lambda: self.stub.RecordAudit(entry))
 
 

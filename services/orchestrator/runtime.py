@@ -265,7 +265,7 @@ class Runtime:
             if kind == "user_message":
                 await inputs.user_message(sid, item.user_message)
             elif kind == "tool_result":
-                await inputs.tool_result(sid, item.tool_result)
+                await inputs.tool_result(sid, item.tool_result, user_id)
             elif kind == "hitl_decision":
                 await inputs.hitl_decision(sid, user_id, item.hitl_decision)
             elif kind == "plan_decision":

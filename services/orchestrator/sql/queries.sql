@@ -343,3 +343,12 @@ where s.session_id = $1;
 update orchestrator.sessions
 set agent_versions = agent_versions || jsonb_build_object($2::text, $3::int)
 where session_id = $1;
+
+-- name: reviewed_patches
+-- The patches the person kept in this session's patch reviews, newest first.
+select result ->> 'reviewed_patch' as patch
+from orchestrator.tool_calls
+where session_id = $1 and tool_name = 'apply_patch_review' and state = 'completed'
+  and result ? 'reviewed_patch'
+order by position desc
+limit 20;
