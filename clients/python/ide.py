@@ -28,6 +28,12 @@ Event = dict[str, Any]
 DEFAULT_TIMEOUT = 30.0
 
 
+class GatewayUnreachable(OSError):
+    """No connection to the gateway (refused, unresolvable, timed out): seed 001's error."""
+
+    code = "GATEWAY_UNREACHABLE"
+
+
 def ws_url(
     base_url: str, session_id: str, *, last_event_id: int | None = None, token: str | None = None
 ) -> str:
@@ -157,15 +163,16 @@ async def connect_ide(
     """Open a connection the caller closes (for holding many at once).
 
     ``proxy=None``: the gateway is dialled directly even when the environment names an
-    HTTP proxy, as an IDE talking to a local runtime would.
+    HTTP proxy, as an IDE talking to a local runtime would. GatewayUnreachable
+    (GATEWAY_UNREACHABLE) when nothing answers at ``base_url``.
     """
-    ws = await connect(
-        ws_url(base_url, session_id, last_event_id=last_event_id, token=token),
-        open_timeout=open_timeout,
-        compression=compression,
-        proxy=None,
-        max_size=None,
-    )
+    url = ws_url(base_url, session_id, last_event_id=last_event_id, token=token)
+    try:
+        ws = await connect(
+            url, open_timeout=open_timeout, compression=compression, proxy=None, max_size=None
+        )
+    except (OSError, TimeoutError) as error:
+        raise GatewayUnreachable(f"cannot reach the gateway at {base_url}: {error}") from error
     return IdeConnection(ws, session_id)
 
 

@@ -58,6 +58,12 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     TURN_IN_PROGRESS: _ErrorCode.ValueType  # 24
     TOOL_CALL_NOT_FOUND: _ErrorCode.ValueType  # 25
     CANCELLED: _ErrorCode.ValueType  # 26
+    INVALID_MESSAGE: _ErrorCode.ValueType  # 40
+    """Seed 001: a message that is not a JSON object (bad JSON, a list, a number); an object
+    of an unknown `type` stays INVALID_MESSAGE_TYPE (seed 000).
+    """
+    GATEWAY_UNREACHABLE: _ErrorCode.ValueType  # 41
+    """Seed 001: the gateway cannot be reached (raised by the IDE-side clients)."""
 
 class ErrorCode(_ErrorCode, metaclass=_ErrorCodeEnumTypeWrapper):
     """Error codes of the spec (seed 000 section E, plus the stream/transport ones)."""
@@ -88,6 +94,12 @@ SERVICE_UNAVAILABLE: ErrorCode.ValueType  # 23
 TURN_IN_PROGRESS: ErrorCode.ValueType  # 24
 TOOL_CALL_NOT_FOUND: ErrorCode.ValueType  # 25
 CANCELLED: ErrorCode.ValueType  # 26
+INVALID_MESSAGE: ErrorCode.ValueType  # 40
+"""Seed 001: a message that is not a JSON object (bad JSON, a list, a number); an object
+of an unknown `type` stays INVALID_MESSAGE_TYPE (seed 000).
+"""
+GATEWAY_UNREACHABLE: ErrorCode.ValueType  # 41
+"""Seed 001: the gateway cannot be reached (raised by the IDE-side clients)."""
 Global___ErrorCode: _TypeAlias = ErrorCode  # noqa: Y015
 
 class _Decision:

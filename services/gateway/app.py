@@ -147,7 +147,7 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
         try:
             body = json.loads(await request.body())
         except json.JSONDecodeError as error:
-            raise ProtocolError("INVALID_MESSAGE_TYPE", f"Invalid JSON body: {error}") from error
+            raise ProtocolError("INVALID_MESSAGE", f"Invalid JSON body: {error}") from error
         session_id, raw = normalise_stream_body(body)
         message = parse_client_message(raw)
         stream = await client.open_stream(session_id, user_id=user)

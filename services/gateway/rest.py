@@ -51,9 +51,9 @@ async def read_json(request: Request, *, optional: bool = False) -> dict[str, An
     try:
         body = json.loads(raw)
     except json.JSONDecodeError as error:
-        raise ProtocolError("INVALID_MESSAGE_TYPE", f"Invalid JSON body: {error}") from error
+        raise ProtocolError("INVALID_MESSAGE", f"Invalid JSON body: {error}") from error
     if not isinstance(body, dict):
-        raise ProtocolError("INVALID_MESSAGE_TYPE", "the body must be a JSON object")
+        raise ProtocolError("INVALID_MESSAGE", "the body must be a JSON object")
     return body
 
 

@@ -75,8 +75,21 @@ class Inputs:
             parsed = parse_classification(text, allowed)
         except (TimeoutError, ServiceError) as error:
             log.warning("routing by keywords", extra={"fields": {"err": str(error)}})
-            parsed = None
-        return parsed or keyword_classification(content)
+            parsed, cause = None, str(error) or type(error).__name__
+        else:
+            cause = "the model's answer named no agent"
+        if parsed is not None:
+            return parsed
+        # Not fatal: the turn goes on, routed by keywords; the client hears why.
+        self.loop.post(
+            await self.loop.audience(sid),
+            events.error(
+                "CLASSIFICATION_FAILED",
+                f"task classification failed ({cause}); routed by keywords",
+                {"fallback": "keywords"},
+            ),
+        )
+        return keyword_classification(content)
 
     async def user_message(self, sid: str, message: pb.UserMessage) -> None:
         loop = self.loop

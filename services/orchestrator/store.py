@@ -100,7 +100,7 @@ class SessionStore:
         agent: str = "orchestrator",
     ) -> tuple[SessionRow, bool]:
         """The session, created when missing; (row, created). Another user's: not found."""
-        async with db_errors("create session", "DB_WRITE_ERROR"):
+        async with db_errors("create session", "SESSION_CREATION_FAILED"):
             created = await self.pool.fetchval(
                 QUERIES["upsert_session"], session_id, user_id, title, system_prompt, agent
             )
@@ -109,7 +109,7 @@ class SessionStore:
 
     async def attach(self, session_id: str, user_id: str, agent: str) -> None:
         """Create the session when missing; another user's (or a deleted) one: not found."""
-        async with db_errors("create session", "DB_WRITE_ERROR"):
+        async with db_errors("create session", "SESSION_CREATION_FAILED"):
             row = await self.pool.fetchrow(QUERIES["attach_session"], session_id, user_id, agent)
             if row is None:
                 # Created by a concurrent attach that committed after this statement's

@@ -132,7 +132,7 @@ async def test_bad_definitions_are_refused_with_spec_codes(
 
 
 async def test_template_request_errors(http: httpx.AsyncClient) -> None:
-    assert_error(await http.post("/admin/templates", content=b"{oops"), 400, "INVALID_MESSAGE_TYPE")
+    assert_error(await http.post("/admin/templates", content=b"{oops"), 400, "INVALID_MESSAGE")
     assert_error(await http.get("/admin/templates/ghost"), 404, "AGENT_NOT_FOUND")
     assert_error(await http.get("/admin/templates/ask?version=99"), 404, "AGENT_NOT_FOUND")
     assert_error(await http.get("/admin/templates/ask?version=x"), 400, "MISSING_REQUIRED_FIELD")

@@ -52,8 +52,8 @@ async def test_websocket_turn_has_tokens_then_done_with_session_and_seq(mesh: Me
 @pytest.mark.parametrize(
     ("frame", "code"),
     [
-        ("{not json", "INVALID_MESSAGE_TYPE"),
-        ('["a", "list"]', "INVALID_MESSAGE_TYPE"),
+        ("{not json", "INVALID_MESSAGE"),
+        ('["a", "list"]', "INVALID_MESSAGE"),
         ('{"type": "teleport"}', "INVALID_MESSAGE_TYPE"),
         ('{"content": "no type"}', "MISSING_REQUIRED_FIELD"),
         ('{"type": "user_message", "role": "user"}', "MISSING_REQUIRED_FIELD"),
@@ -127,7 +127,7 @@ async def test_sse_sends_heartbeats_while_the_model_is_silent(mesh: Mesh) -> Non
 @pytest.mark.parametrize(
     ("raw", "code"),
     [
-        ("not json", "INVALID_MESSAGE_TYPE"),
+        ("not json", "INVALID_MESSAGE"),
         ('{"message": "no session"}', "MISSING_REQUIRED_FIELD"),
         ('{"session_id": "s", "message": {"type": "nope"}}', "INVALID_MESSAGE_TYPE"),
     ],
