@@ -20,6 +20,8 @@ from services.gateway.admin import install_admin
 from services.gateway.auth import Authenticator, Unauthorized
 from services.gateway.mesh import WS_CLOSE_POLICY, WS_CLOSE_UNAVAILABLE, describe
 from services.gateway.rest import build_router
+from services.gateway.seed000 import FORMAT as SEED_000
+from services.gateway.seed000 import Seed000Shape
 from services.gateway.streaming import sse_events, websocket_session
 from services.gateway.translate import (
     ProtocolError,
@@ -141,9 +143,13 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
         """Send one message and stream the answer as SSE until ``event: done``.
 
         Body: seed 000 ``{session_id, message, message_type, ...}`` or seed 002
-        ``{session_id, message: {type, ...}}``.
+        ``{session_id, message: {type, ...}}``. ``?format=seed000``: seed 000's chunks
+        (``{"type", "data"}``, ``switch_agent``, ``completion``) instead of the events.
         """
         user = auth.user_for(request.headers)
+        shape_name = request.query_params.get("format", "")
+        if shape_name not in ("", SEED_000):
+            raise ProtocolError("INVALID_MESSAGE", f"unknown format {shape_name!r}; try seed000")
         try:
             body = json.loads(await request.body())
         except json.JSONDecodeError as error:
@@ -158,6 +164,7 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
             session_id,
             heartbeat=settings.sse_heartbeat,
             idle_timeout=settings.agent_stream_timeout,
+            shape=Seed000Shape() if shape_name == SEED_000 else None,
         )
         return StreamingResponse(
             frames,

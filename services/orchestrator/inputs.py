@@ -43,6 +43,8 @@ async def _all(*writes: Awaitable[None] | None) -> None:
 CLASSIFY_SECONDS = 20.0
 FINISHED = ("completed", "failed")
 CLOSED = ("cancelled", "expired", "rejected")
+# A decision as seed 004's HITL status of the call.
+STATUS_OF_DECISION = {"approve": "approved", "edit": "edited_by_human", "reject": "rejected"}
 
 
 class Inputs:
@@ -208,6 +210,11 @@ class Inputs:
             original={"patch": proposed},
             modified={"patch": review.patch} if review.decision == "edit" else None,
         )
+        status = STATUS_OF_DECISION[review.decision]
+        await self.loop.notify(
+            call.session_id,
+            events.call_status(call.call_id, status, call.tool_name, feedback=review.feedback),
+        )
         if review.patch is None:
             note = f" Feedback: {review.feedback}" if review.feedback else ""
             await self.loop.complete(call, "The user rejected the whole patch." + note)
@@ -252,6 +259,18 @@ class Inputs:
         if call.state != "awaiting_approval":  # a retried decision: hitl applied it once
             await loop.emit(sid, events.done("duplicate"))
             return
+        status = STATUS_OF_DECISION[decided.decision]
+        await loop.notify(
+            sid,
+            events.call_status(
+                call.call_id,
+                status,
+                call.tool_name,
+                plan_id=call.plan_id,
+                step_id=call.step_id,
+                feedback=decided.feedback,
+            ),
+        )
         if decided.decision == "reject":
             note = f" Feedback: {decided.feedback}" if decided.feedback else ""
             await loop.complete(

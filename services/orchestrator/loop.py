@@ -124,6 +124,11 @@ class AgentLoop:
         (always a ``done`` at the latest) waits for both, in order."""
         self.hub.post(audience, event)
 
+    async def notify(self, sid: str, event: Any) -> None:
+        """``post`` to the client of ``sid`` (a delegate's parent's): committed with the
+        next ``emit``, which always follows."""
+        self.post(await self.audience(sid), event)
+
     async def audience(self, sid: str) -> str:
         if sid not in self._parents:
             self._parents[sid] = await self.store.parent_of(sid)
@@ -439,6 +444,13 @@ class AgentLoop:
             await self.emit(
                 sid,
                 self.tool_call_event(call, arguments, True, verdict.reason),
+                events.call_status(
+                    call.call_id,
+                    "waiting_human",
+                    call.tool_name,
+                    plan_id=call.plan_id,
+                    step_id=call.step_id,
+                ),
                 events.done("awaiting_approval"),
             )
             return True

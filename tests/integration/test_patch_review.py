@@ -44,6 +44,8 @@ async def test_the_ide_review_is_the_approval_and_the_kept_hunks_apply_without_a
         second = await client.result(review["call_id"], {"patch": KEPT})
         (apply,) = of(second, "tool_call")
         assert apply["tool_name"] == "apply_patch" and apply["requires_approval"] is False
+        (status,) = of(second, "status")  # seed 004's HITL status of the reviewed call
+        assert (status["call_id"], status["status"]) == (review["call_id"], "edited_by_human")
         assert apply["reason"] == "approved in the IDE's patch review"
         assert second[-1]["status"] == "awaiting_tool_result"
         third = await client.result(apply["call_id"], {"applied": True})
