@@ -111,10 +111,15 @@ def build_router(client: MeshClient, auth: Authenticator) -> APIRouter:
 
     @router.post("/sessions", tags=["sessions"], summary="Create a session", status_code=201)
     async def create_session(request: Request) -> dict[str, Any]:
-        """Body (optional): ``{session_id?, system_prompt?, title?, busy_policy?}``;
-        busy_policy (enqueue | reject | interrupt) says what a user_message does mid-turn."""
+        """Body (optional): ``{session_id?, system_prompt?, title?, busy_policy?, metadata?}``;
+        busy_policy (enqueue | reject | interrupt) says what a user_message does mid-turn;
+        metadata (an object: user_preferences, pending_tasks, ...) reaches every agent's
+        prompt (seed 000's context hand-over)."""
         user = auth.user_for(request.headers)
         body = await read_json(request, optional=True)
+        metadata = body.get("metadata")
+        if metadata is not None and not isinstance(metadata, dict):
+            raise ProtocolError("MISSING_REQUIRED_FIELD", "'metadata' must be an object")
         created = await runtime.CreateSession(
             runtime_pb2.CreateSessionRequest(
                 session_id=optional_text(body, "session_id"),
@@ -122,6 +127,7 @@ def build_router(client: MeshClient, auth: Authenticator) -> APIRouter:
                 title=optional_text(body, "title"),
                 busy_policy=optional_text(body, "busy_policy"),
                 user_id=user,
+                metadata_json=json.dumps(metadata) if metadata is not None else None,
             )
         )
         return {

@@ -23,6 +23,7 @@ from services.orchestrator.arguments import validate_arguments
 from services.orchestrator.delegation import Delegation
 from services.orchestrator.events import new_id
 from services.orchestrator.file_rules import check_paths
+from services.orchestrator.handover import Handover, handover_prompt, read_handover
 from services.orchestrator.hub import SessionHub
 from services.orchestrator.ledger import Ledger, LedgerCall
 from services.orchestrator.llm import LlmClient, ModelToolCall, TextPiece
@@ -94,6 +95,8 @@ class AgentLoop:
         # the owner is the only writer of what the loop reads from them.
         self._rows: dict[str, SessionRow] = {}
         self.starts: dict[str, TurnStart] = {}
+        # The last switch of the message being handled: (from, to, reason).
+        self._switched: dict[str, tuple[str, str, str]] = {}
         self.histories: dict[str, asyncio.Task[list[StoredMessage]]] = {}
         # The status of the last `done` per session, for the session state machine.
         self.last_done: dict[str, str] = {}
@@ -149,6 +152,8 @@ class AgentLoop:
     def end(self, sid: str) -> None:
         """The message is handled: forget what was read for it (delegates' rows too)."""
         self.starts.pop(sid, None)
+        for key in [k for k in self._switched if k == sid or k.startswith(sid + ".")]:
+            del self._switched[key]
         history = self.histories.pop(sid, None)
         if history is not None:
             history.cancel()
@@ -203,6 +208,8 @@ class AgentLoop:
         if session.current_agent == to_agent:
             return
         self.agents.get(to_agent)
+        # Before the first wait: the new agent's first prompt may be built meanwhile.
+        self._switched[sid] = (session.current_agent, to_agent, reason)
         await self.ledger.record_switch(
             sid, session.current_agent, to_agent, reason, confidence, method
         )
@@ -266,6 +273,7 @@ class AgentLoop:
         session = await self.session(sid)
         history = first.history if first else await self.store.history(sid)
         ready = first.ready if first else None
+        handover = self.background(self.handover(sid, template.name))
         query = next((m.content for m in reversed(history) if m.role == "user"), "")
         pinned = SCRATCH.get({}).get("pinned_tools", ())
         everything = await self.toolbox.offered(template)
@@ -284,7 +292,7 @@ class AgentLoop:
         try:
             async for output in self.llm.complete(
                 sid,
-                self.prompt(template, session, history),
+                self.prompt(template, session, history, await handover),
                 tools=tools,
                 temperature=template.temperature,
                 max_tokens=template.max_tokens,
@@ -353,12 +361,28 @@ class AgentLoop:
             )
         return None
 
+    async def handover(self, sid: str, agent: str) -> Handover:
+        """What ``agent`` is told of the session it serves; a switch of this message may
+        still be on its way to Postgres: the one in memory is the latest."""
+        handover = await read_handover(self.store.pool, sid, agent)
+        switched = self._switched.get(sid)
+        if switched is not None and switched[1] == agent and switched[0] != agent:
+            handover = dataclasses.replace(handover, previous_agent=switched[0], reason=switched[2])
+        return handover
+
     def prompt(
-        self, template: AgentTemplate, session: SessionRow, history: list[StoredMessage]
+        self,
+        template: AgentTemplate,
+        session: SessionRow,
+        history: list[StoredMessage],
+        handover: Handover | None = None,
     ) -> list[StoredMessage]:
         system = template.system_prompt
         if session.system_prompt:
             system += "\n\n" + session.system_prompt
+        context = handover_prompt(handover) if handover else ""
+        if context:
+            system += "\n\n" + context
         return [StoredMessage("system", system), *history]
 
     async def process(self, call: LedgerCall, budget: Budget) -> bool:

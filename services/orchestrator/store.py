@@ -278,3 +278,8 @@ class SessionStore:
     async def pin_agent_version(self, session_id: str, agent: str, version: int) -> None:
         async with db_errors("pin template version", "DB_WRITE_ERROR"):
             await self.pool.execute(QUERIES["pin_agent_version"], session_id, agent, version)
+
+    async def set_context_metadata(self, session_id: str, metadata: Mapping[str, Any]) -> None:
+        """Merge ``metadata`` into the session's context metadata (seed 000)."""
+        async with db_errors("save session", "DB_WRITE_ERROR"):
+            await self.pool.execute(QUERIES["set_context_metadata"], session_id, metadata)

@@ -352,3 +352,30 @@ where session_id = $1 and tool_name = 'apply_patch_review' and state = 'complete
   and result ? 'reviewed_patch'
 order by position desc
 limit 20;
+
+-- name: set_context_metadata
+-- Merge $2 (a JSON object) into the session's context metadata.
+update orchestrator.sessions
+set context_metadata = context_metadata || $2::jsonb
+where session_id = $1;
+
+-- name: handover_context
+-- What an agent that takes over a session is told (seed 000's context hand-over): the
+-- last switch, the latest failed call among the last five, the files written, the
+-- running plan's steps and the client's metadata. One round trip.
+select
+    (select jsonb_build_object('from_agent', w.from_agent, 'to_agent', w.to_agent,
+                               'reason', w.reason)
+     from orchestrator.agent_switches w where w.session_id = $1
+     order by w.id desc limit 1) as last_switch,
+    (select r.result ->> 'content'
+     from (select c.state, c.result from orchestrator.tool_calls c where c.session_id = $1
+           order by c.position desc limit 5) r
+     where r.state = 'failed' limit 1) as last_error,
+    (select coalesce(jsonb_agg(a.path order by a.path), '[]'::jsonb)
+     from (select distinct path from orchestrator.artifacts where session_id = $1) a)
+        as files_modified,
+    (select p.steps from orchestrator.plans p where p.session_id = $1 and p.status = 'running'
+     order by p.created_at desc limit 1) as plan_steps,
+    (select s.context_metadata from orchestrator.sessions s where s.session_id = $1)
+        as metadata;

@@ -3,3 +3,8 @@
 -- task ends (completed, failed, cancelled).
 alter table sessions
     add column agent_versions jsonb not null default '{}'::jsonb;
+
+-- Seed 000's AgentContext.metadata: what the client tells about the session (user
+-- preferences, pending tasks, ...), handed to every agent that takes over.
+alter table sessions
+    add column context_metadata jsonb not null default '{}'::jsonb;
