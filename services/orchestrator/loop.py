@@ -20,6 +20,7 @@ from services.common.errors import ServiceError
 from services.orchestrator import events
 from services.orchestrator.agent_instance import SCRATCH
 from services.orchestrator.arguments import validate_arguments
+from services.orchestrator.budgets import CLARIFICATION_TOOLS, SEARCH_TOOLS
 from services.orchestrator.delegation import Delegation
 from services.orchestrator.events import new_id
 from services.orchestrator.file_rules import check_paths
@@ -67,6 +68,8 @@ class Budget:
     iterations: int = 0
     tool_calls: int = 0
     invalid: int = 0
+    stop: str | None = None
+    """A stop condition's tool whose call completed: the task ends before the next step."""
 
 
 class AgentLoop:
@@ -237,6 +240,9 @@ class AgentLoop:
                         if await self.process(call, budget):
                             return
                         continue
+                    if budget.stop is not None:
+                        await self.stop_condition(sid, budget)
+                        return
                 template = first.template if first else await self.current(sid)
                 if budget.iterations >= template.max_iterations:
                     await self.emit(
@@ -278,6 +284,9 @@ class AgentLoop:
         pinned = SCRATCH.get({}).get("pinned_tools", ())
         everything = await self.toolbox.offered(template)
         tools = await self.toolbox.for_step(template, everything, query, sid, tuple(pinned))
+        spent = template.budgets.spent(session.clarifications_used, session.searches_used)
+        if spent:  # seed 003: a spent budget takes its tools out of the prompt
+            tools = [t for t in tools if t.name not in spent]
         counted = self.background(
             self.store.add_tool_tokens(sid, schema_tokens(tools), schema_tokens(everything))
         )
@@ -297,6 +306,7 @@ class AgentLoop:
                 temperature=template.temperature,
                 max_tokens=template.max_tokens,
                 model=template.model,
+                upstream_seconds=template.budgets.llm_seconds,
             ):
                 if ready is not None:  # nothing of the answer is seen before the turn's writes
                     await asyncio.shield(ready)
@@ -421,6 +431,10 @@ class AgentLoop:
                 paths.message or "path refused",
             )
         arguments = paths.normalised
+        if not await self.spend(sid, template, call.tool_name):
+            return await self.refuse(
+                call, budget, "TOOL_VALIDATION_ERROR", template.budgets.refusal(call.tool_name)
+            )
         if spec.executor == "system":
             return await self.system_tools.run(call, template, arguments)
         if spec.executor == "agent":
@@ -457,6 +471,7 @@ class AgentLoop:
                 verdict,
                 call.plan_id,
                 call.step_id,
+                template.budgets.approval_seconds,
             )
             await self.ledger.set_state(
                 call,
@@ -520,7 +535,43 @@ class AgentLoop:
             StoredMessage("tool", content, name=call.tool_name, tool_call_id=call.call_id),
         )
         await self.ledger.set_state(call, state, result={"content": content, **(extra or {})})
+        if state == "completed" and call.tool_name in await self.stop_tools(call):
+            self.budgets.setdefault(call.session_id, Budget()).stop = call.tool_name
         await self.records.note(call, state)
+
+    async def spend(self, sid: str, template: AgentTemplate, tool: str) -> bool:
+        """Count a clarification or a search against the task's budget; False when the
+        budget is spent (seed 003's max_clarifications, max_searches)."""
+        budgets = template.budgets
+        session = await self.session(sid)
+        if tool in budgets.spent(session.clarifications_used, session.searches_used):
+            return False
+        asks = int(tool in CLARIFICATION_TOOLS and budgets.max_clarifications is not None)
+        searches = int(tool in SEARCH_TOOLS and budgets.max_searches is not None)
+        if asks or searches:
+            self._rows[sid] = dataclasses.replace(
+                session,
+                clarifications_used=session.clarifications_used + asks,
+                searches_used=session.searches_used + searches,
+            )
+            await self.store.spend_budget(sid, asks, searches)
+        return True
+
+    async def stop_tools(self, call: LedgerCall) -> frozenset[str]:
+        """The tools whose completed call ends the task of ``call``'s agent."""
+        session = await self.session(call.session_id)
+        if not (self.agents.has(call.agent) or call.agent in session.agent_versions):
+            return frozenset()
+        return (await self.template(call.session_id, call.agent)).budgets.stop_tools
+
+    async def stop_condition(self, sid: str, budget: Budget) -> None:
+        """A stop condition held: the task ends as if the agent had answered."""
+        answer = f"Stopped: {budget.stop} completed (a stop condition of the agent)."
+        budget.stop = None
+        if self.plans is not None and await self.plans.agent_finished(sid, answer):
+            await self.advance(sid)
+            return
+        await self.finish(sid, await self.current(sid), answer)
 
     async def refuse(
         self,

@@ -126,6 +126,7 @@ class HitlClient:
         verdict: Verdict,
         plan_id: str | None,
         step_id: str | None,
+        timeout_seconds: int | None = None,
     ) -> None:
         await call(
             lambda: self.stub.CreateApproval(
@@ -139,6 +140,7 @@ class HitlClient:
                     risk=verdict.risk,
                     plan_id=plan_id,
                     step_id=step_id,
+                    timeout_seconds=timeout_seconds or 0,
                 )
             )
         )

@@ -39,6 +39,8 @@ class SessionRow:
     tool_tokens_all: int = 0
     agent_versions: Mapping[str, int] = field(default_factory=dict)
     """The template version each agent of the running task is pinned to."""
+    clarifications_used: int = 0
+    searches_used: int = 0
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,8 @@ def _session(row: asyncpg.Record) -> SessionRow:
         tool_tokens_offered=row["tool_tokens_offered"],
         tool_tokens_all=row["tool_tokens_all"],
         agent_versions=row.get("agent_versions") or {},
+        clarifications_used=row.get("clarifications_used") or 0,
+        searches_used=row.get("searches_used") or 0,
     )
 
 
@@ -283,3 +287,7 @@ class SessionStore:
         """Merge ``metadata`` into the session's context metadata (seed 000)."""
         async with db_errors("save session", "DB_WRITE_ERROR"):
             await self.pool.execute(QUERIES["set_context_metadata"], session_id, metadata)
+
+    async def spend_budget(self, session_id: str, clarifications: int, searches: int) -> None:
+        async with db_errors("save session", "DB_WRITE_ERROR"):
+            await self.pool.execute(QUERIES["spend_budget"], session_id, clarifications, searches)

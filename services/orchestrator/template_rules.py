@@ -11,7 +11,9 @@ The stored shape::
     prompt_pack      {system_prompt, initial_user_request_template,
                       clarification_response_template}
     llm_config       {model, temperature, max_tokens}
-    execution_policy {max_iterations, max_tool_calls, max_invalid_arguments}
+    execution_policy {max_iterations, max_tool_calls, max_invalid_arguments,
+                      max_clarifications?, max_searches?, timeouts?, stop_conditions?}
+                      (the optional ones: budgets.py)
     tool_policy      {mode: static | retrieval, allowed: [tool | "*" | "agent.<name>" |
                       "agent.*"], required, max_tools}
     file_restrictions [regex], handoff [agent],
@@ -27,6 +29,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from services.common.errors import InvalidInput, NotFound
+from services.orchestrator.budgets import OPTIONAL_KEYS, canonical_budgets
 
 ALL_TOOLS = "*"
 AGENT_TOOL_PREFIX = "agent."
@@ -195,7 +198,7 @@ def canonical(raw: Any) -> dict[str, Any]:
     if not _text(prompts, "system_prompt", "prompt_pack."):
         raise InvalidTemplate("'prompt_pack.system_prompt' is required and must not be empty")
     llm = _section(top, "llm_config", ("model", "temperature", "max_tokens"))
-    execution = _section(top, "execution_policy", EXECUTION_DEFAULTS)
+    execution = _section(top, "execution_policy", (*EXECUTION_DEFAULTS, *OPTIONAL_KEYS))
     tools = _section(top, "tool_policy", ("mode", "allowed", "required", "max_tools"))
     mode = _text(tools, "mode", "tool_policy.", "static") or "static"
     if mode not in TOOL_MODES:
@@ -219,8 +222,11 @@ def canonical(raw: Any) -> dict[str, Any]:
             "max_tokens": _number(llm, "max_tokens", "llm_config.", None, int),
         },
         "execution_policy": {
-            key: _number(execution, key, "execution_policy.", default, int)
-            for key, default in EXECUTION_DEFAULTS.items()
+            **{
+                key: _number(execution, key, "execution_policy.", default, int)
+                for key, default in EXECUTION_DEFAULTS.items()
+            },
+            **canonical_budgets(execution),
         },
         "tool_policy": {
             "mode": mode,

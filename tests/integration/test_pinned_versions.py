@@ -9,6 +9,7 @@ import pytest
 
 from tests.support.ide import ide, of, text_of
 from tests.support.mesh import INTERNAL_KEY, Mesh, running_mesh
+from tests.support.sessions import settled_session
 
 
 @pytest.fixture
@@ -49,7 +50,5 @@ async def test_an_edit_while_a_turn_waits_on_a_tool_result_reaches_only_the_next
 
         await client.say("hello again")
     assert mesh.scripted.requests[-1]["messages"][0]["content"].startswith(pirate)
-    versions = await mesh.pool.fetchval(
-        "select agent_versions from orchestrator.sessions where session_id = 'pinned'"
-    )
-    assert versions == {}  # the finished task let its versions go
+    session = await settled_session(mesh.pool, "pinned")
+    assert session["agent_versions"] == {}  # the finished task let its versions go

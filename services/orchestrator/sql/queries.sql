@@ -25,7 +25,7 @@ select turn_state from orchestrator.sessions where session_id = $1;
 select s.session_id, s.user_id, s.title, s.system_prompt, s.current_agent,
        s.created_at, s.last_activity, s.deleted_at, s.switch_count, s.last_switch_at,
        s.busy_policy, s.turn_state, s.tool_tokens_offered, s.tool_tokens_all,
-       s.agent_versions,
+       s.agent_versions, s.clarifications_used, s.searches_used,
        (select count(*) from orchestrator.messages m where m.session_id = s.session_id)::int
            as message_count
 from orchestrator.sessions s
@@ -310,7 +310,7 @@ with previous as (
 select m.session_id, m.user_id, m.title, m.system_prompt, m.current_agent,
        m.created_at, m.last_activity, m.deleted_at, m.switch_count, m.last_switch_at,
        m.busy_policy, m.turn_state, m.tool_tokens_offered, m.tool_tokens_all,
-       m.agent_versions, 0 as message_count, m.parent_session_id, m.parent_call_id,
+       m.agent_versions, m.clarifications_used, m.searches_used, 0 as message_count, m.parent_session_id, m.parent_call_id,
        exists (
            select 1 from orchestrator.tool_calls c
            where (c.session_id = m.session_id or c.session_id in (
@@ -331,6 +331,8 @@ from moved m;
 update orchestrator.sessions s
 set turn_state = 'idle',
     agent_versions = case when $4::bool then '{}'::jsonb else s.agent_versions end,
+    clarifications_used = case when $4::bool then 0 else s.clarifications_used end,
+    searches_used = case when $4::bool then 0 else s.searches_used end,
     state = case when $2::text is not null and s.state = any($3::text[]) then $2 else s.state end,
     finished_at = case when $2::text is null or not (s.state = any($3::text[])) then s.finished_at
                        when not $4::bool then null
@@ -379,3 +381,10 @@ select
      order by p.created_at desc limit 1) as plan_steps,
     (select s.context_metadata from orchestrator.sessions s where s.session_id = $1)
         as metadata;
+
+-- name: spend_budget
+-- One more clarification ($2) or search ($3) of the session's task.
+update orchestrator.sessions
+set clarifications_used = clarifications_used + $2,
+    searches_used = searches_used + $3
+where session_id = $1;

@@ -8,3 +8,9 @@ alter table sessions
 -- preferences, pending tasks, ...), handed to every agent that takes over.
 alter table sessions
     add column context_metadata jsonb not null default '{}'::jsonb;
+
+-- Seed 003's per-task budgets spent so far (execution_policy max_clarifications,
+-- max_searches); emptied with agent_versions when the task ends.
+alter table sessions
+    add column clarifications_used integer not null default 0,
+    add column searches_used integer not null default 0;
