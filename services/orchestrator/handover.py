@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.common.db import Pool, db_errors
-from services.orchestrator.store import QUERIES
+from services.orchestrator.store import QUERIES, SessionRow, StoredMessage
+from services.orchestrator.templates import AgentTemplate
 
 ERROR_CHARS = 500
 
@@ -83,3 +84,20 @@ def handover_prompt(handover: Handover) -> str:
         text = _text(value)
         lines.append(f"{label}:{text}" if text.startswith("\n") else f"{label}: {text}")
     return "Context:\n" + "\n".join(lines) if lines else ""
+
+
+def build_prompt(
+    template: AgentTemplate,
+    session: SessionRow,
+    history: list[StoredMessage],
+    handover: Handover | None = None,
+) -> list[StoredMessage]:
+    """The messages of a model call: the template's prompt, the session's own, the
+    hand-over context, then the history."""
+    system = template.system_prompt
+    if session.system_prompt:
+        system += "\n\n" + session.system_prompt
+    context = handover_prompt(handover) if handover else ""
+    if context:
+        system += "\n\n" + context
+    return [StoredMessage("system", system), *history]

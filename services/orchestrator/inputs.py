@@ -14,6 +14,7 @@ from collections.abc import Awaitable
 from codelab.v1 import common_pb2 as pb
 from services.common.errors import ServiceError
 from services.orchestrator import events
+from services.orchestrator.agent_search import AgentHit
 from services.orchestrator.arguments import validate_arguments
 from services.orchestrator.file_rules import check_paths
 from services.orchestrator.ledger import LedgerCall
@@ -30,7 +31,7 @@ from services.orchestrator.routing import (
     parse_classification,
 )
 from services.orchestrator.store import StoredMessage
-from services.orchestrator.templates import ORCHESTRATOR
+from services.orchestrator.templates import ORCHESTRATOR, PROTECTED
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ async def _all(*writes: Awaitable[None] | None) -> None:
 
 
 CLASSIFY_SECONDS = 20.0
+DIRECTORY_ROUTES = 3
 FINISHED = ("completed", "failed")
 CLOSED = ("cancelled", "expired", "rejected")
 # A decision as seed 004's HITL status of the call.
@@ -62,7 +64,10 @@ class Inputs:
     async def classify(self, sid: str, content: str) -> Classification:
         """The LLM's choice (JSON, temperature 0.3); keywords when it fails or talks nonsense."""
         allowed = [a for a in SPECIALISTS if self.loop.agents.has(a)]
-        request = [StoredMessage("user", classification_prompt(content))]
+        extra = await self.directory_routes(content)
+        allowed += [hit.template.name for hit in extra]
+        listed = [(hit.template.name, hit.template.description) for hit in extra]
+        request = [StoredMessage("user", classification_prompt(content, listed))]
         try:
             async with asyncio.timeout(CLASSIFY_SECONDS):
                 text = "".join(
@@ -91,7 +96,20 @@ class Inputs:
                 {"fallback": "keywords"},
             ),
         )
-        return keyword_classification(content)
+        keywords = keyword_classification(content)
+        found = next((hit for hit in extra if hit.matched), None)
+        if keywords.confidence == "low" and found is not None:
+            # No routing keyword, but an admin's template says it does this.
+            reason = "agent directory: " + ", ".join(found.matched)
+            return Classification(found.template.name, "medium", reason, "directory")
+        return keywords
+
+    async def directory_routes(self, content: str) -> list[AgentHit]:
+        """Served templates beyond the six, ranked by the agent directory for ``content``
+        (the classification may pick them)."""
+        agents = self.loop.agents
+        extra = [t for t in agents.all() if t.name not in {*SPECIALISTS, *PROTECTED}]
+        return await self.loop.directory.ranked(content, DIRECTORY_ROUTES, extra) if extra else []
 
     async def user_message(self, sid: str, message: pb.UserMessage) -> None:
         loop = self.loop

@@ -19,14 +19,15 @@ from typing import Any, TypeVar
 from services.common.errors import ServiceError
 from services.orchestrator import events
 from services.orchestrator.agent_instance import SCRATCH
+from services.orchestrator.agent_search import AgentDirectory
 from services.orchestrator.arguments import validate_arguments
-from services.orchestrator.budgets import CLARIFICATION_TOOLS, SEARCH_TOOLS
 from services.orchestrator.delegation import Delegation
 from services.orchestrator.events import new_id
 from services.orchestrator.file_rules import check_paths
-from services.orchestrator.handover import Handover, handover_prompt, read_handover
+from services.orchestrator.handover import Handover, build_prompt, read_handover
 from services.orchestrator.hub import SessionHub
 from services.orchestrator.ledger import Ledger, LedgerCall
+from services.orchestrator.limits import TaskLimits
 from services.orchestrator.llm import LlmClient, ModelToolCall, TextPiece
 from services.orchestrator.local_tools import run_local_tool
 from services.orchestrator.mesh_clients import HitlClient
@@ -108,6 +109,9 @@ class AgentLoop:
         self.delegation = Delegation(self)
         self.records = Records(store.pool)
         self.system_tools = SystemTools(self)
+        self.limits = TaskLimits(self)
+        # The agent directory (for routing and agent_search); the server gives it toolsearch.
+        self.directory = AgentDirectory(agents)
 
     @staticmethod
     def background(work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
@@ -162,6 +166,11 @@ class AgentLoop:
             history.cancel()
         for key in [k for k in self._rows if k == sid or k.startswith(sid + ".")]:
             del self._rows[key]  # a delegate's session id is "<parent>.<call id>"
+
+    def update_session(self, sid: str, **changes: Any) -> None:
+        """Changes this process just wrote to the session's row."""
+        if sid in self._rows:
+            self._rows[sid] = dataclasses.replace(self._rows[sid], **changes)
 
     async def session(self, sid: str) -> SessionRow:
         """The session's row: read once per message, then kept up to date here."""
@@ -241,7 +250,7 @@ class AgentLoop:
                             return
                         continue
                     if budget.stop is not None:
-                        await self.stop_condition(sid, budget)
+                        await self.limits.stop_condition(sid, budget)
                         return
                 template = first.template if first else await self.current(sid)
                 if budget.iterations >= template.max_iterations:
@@ -301,7 +310,7 @@ class AgentLoop:
         try:
             async for output in self.llm.complete(
                 sid,
-                self.prompt(template, session, history, await handover),
+                build_prompt(template, session, history, await handover),
                 tools=tools,
                 temperature=template.temperature,
                 max_tokens=template.max_tokens,
@@ -380,21 +389,6 @@ class AgentLoop:
             handover = dataclasses.replace(handover, previous_agent=switched[0], reason=switched[2])
         return handover
 
-    def prompt(
-        self,
-        template: AgentTemplate,
-        session: SessionRow,
-        history: list[StoredMessage],
-        handover: Handover | None = None,
-    ) -> list[StoredMessage]:
-        system = template.system_prompt
-        if session.system_prompt:
-            system += "\n\n" + session.system_prompt
-        context = handover_prompt(handover) if handover else ""
-        if context:
-            system += "\n\n" + context
-        return [StoredMessage("system", system), *history]
-
     async def process(self, call: LedgerCall, budget: Budget) -> bool:
         """Validate and route one proposed call; True when the session now waits."""
         sid = call.session_id
@@ -431,7 +425,7 @@ class AgentLoop:
                 paths.message or "path refused",
             )
         arguments = paths.normalised
-        if not await self.spend(sid, template, call.tool_name):
+        if not await self.limits.spend(sid, template, call.tool_name):
             return await self.refuse(
                 call, budget, "TOOL_VALIDATION_ERROR", template.budgets.refusal(call.tool_name)
             )
@@ -535,43 +529,9 @@ class AgentLoop:
             StoredMessage("tool", content, name=call.tool_name, tool_call_id=call.call_id),
         )
         await self.ledger.set_state(call, state, result={"content": content, **(extra or {})})
-        if state == "completed" and call.tool_name in await self.stop_tools(call):
+        if state == "completed" and call.tool_name in await self.limits.stop_tools(call):
             self.budgets.setdefault(call.session_id, Budget()).stop = call.tool_name
         await self.records.note(call, state)
-
-    async def spend(self, sid: str, template: AgentTemplate, tool: str) -> bool:
-        """Count a clarification or a search against the task's budget; False when the
-        budget is spent (seed 003's max_clarifications, max_searches)."""
-        budgets = template.budgets
-        session = await self.session(sid)
-        if tool in budgets.spent(session.clarifications_used, session.searches_used):
-            return False
-        asks = int(tool in CLARIFICATION_TOOLS and budgets.max_clarifications is not None)
-        searches = int(tool in SEARCH_TOOLS and budgets.max_searches is not None)
-        if asks or searches:
-            self._rows[sid] = dataclasses.replace(
-                session,
-                clarifications_used=session.clarifications_used + asks,
-                searches_used=session.searches_used + searches,
-            )
-            await self.store.spend_budget(sid, asks, searches)
-        return True
-
-    async def stop_tools(self, call: LedgerCall) -> frozenset[str]:
-        """The tools whose completed call ends the task of ``call``'s agent."""
-        session = await self.session(call.session_id)
-        if not (self.agents.has(call.agent) or call.agent in session.agent_versions):
-            return frozenset()
-        return (await self.template(call.session_id, call.agent)).budgets.stop_tools
-
-    async def stop_condition(self, sid: str, budget: Budget) -> None:
-        """A stop condition held: the task ends as if the agent had answered."""
-        answer = f"Stopped: {budget.stop} completed (a stop condition of the agent)."
-        budget.stop = None
-        if self.plans is not None and await self.plans.agent_finished(sid, answer):
-            await self.advance(sid)
-            return
-        await self.finish(sid, await self.current(sid), answer)
 
     async def refuse(
         self,

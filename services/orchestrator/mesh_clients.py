@@ -17,6 +17,7 @@ import grpc
 from codelab.v1 import common_pb2, hitl_pb2, hitl_pb2_grpc, toolsearch_pb2, toolsearch_pb2_grpc
 from services.common.channels import error_code
 from services.common.errors import ErrorKind, ServiceError
+from services.orchestrator.agent_search import Directory
 from services.orchestrator.toolbox import ToolSpec, catalog_from_json
 
 T = TypeVar("T")
@@ -241,9 +242,6 @@ def tool_searcher(stub: toolsearch_pb2_grpc.ToolSearchAsyncStub) -> Any:
         return [r.tool.name for r in reply.results]
 
     return search
-
-
-Directory = Callable[[str, Sequence[tuple[str, str]], int], Awaitable[list[tuple[str, float]]]]
 
 
 def directory_searcher(stub: toolsearch_pb2_grpc.ToolSearchAsyncStub) -> Directory:

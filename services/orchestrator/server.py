@@ -15,6 +15,7 @@ from services.common.server import MeshServer, ServiceDeps, create_server
 from services.common.settings import Settings
 from services.orchestrator.admin_servicer import SERVICE_NAME as ADMIN_SERVICE_NAME
 from services.orchestrator.admin_servicer import AgentAdminServicer
+from services.orchestrator.agent_search import AgentDirectory
 from services.orchestrator.hub import SessionHub
 from services.orchestrator.inputs import Inputs
 from services.orchestrator.instances import InstancePool
@@ -77,6 +78,7 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         Toolbox(lambda: load_catalog(toolsearch), agents.all, tool_searcher(toolsearch)),
         hitl,
     )
+    loop.directory = AgentDirectory(agents, directory_searcher(toolsearch))
     inputs = Inputs(loop, PlanRunner(loop))
     instances = InstancePool(
         pool, agents, clients={"llm": llm, "hitl": hitl, "toolbox": loop.toolbox}
@@ -93,9 +95,7 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         retention_days=settings.session_retention_days,
     )
     servicer = AgentRuntimeServicer(runtime, hub, store, ledger, agents, hitl)
-    admin = AgentAdminServicer(
-        pool, agents, loop.toolbox, instances, directory_searcher(toolsearch)
-    )
+    admin = AgentAdminServicer(pool, agents, loop.toolbox, instances, loop.directory.directory)
 
     def register(server: aio.Server) -> None:
         add_runtime_servicer(servicer, server)

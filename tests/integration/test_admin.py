@@ -67,7 +67,9 @@ async def ws_turn(mesh: Mesh, sid: str, text: str) -> None:
 async def test_templates_carry_seed_003_fields(http: httpx.AsyncClient) -> None:
     templates = (await http.get("/admin/templates")).json()["templates"]
     by_name = {t["name"]: t for t in templates}
-    assert set(by_name) == {"orchestrator", "coder", "architect", "debug", "ask", "universal"}
+    assert set(by_name) == {
+        "orchestrator", "coder", "architect", "debug", "ask", "universal", "conductor",
+    }  # fmt: skip
     for template in templates:
         assert set(template["definition"]) >= SEED_003_FIELDS and template["active"]
         assert template["source"] == "builtin" and template["version"] >= 1

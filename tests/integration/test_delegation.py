@@ -52,7 +52,7 @@ async def test_a_delegate_answers_for_the_parent(mesh: Mesh) -> None:
     async with ide(mesh, "delegate") as client:
         first = await client.say("what does main.py do?", agent_type="lead")
         lead_request = mesh.scripted.requests[-2]
-        assert {"agent_ask", "agent_debug", "read_file"} == offered(lead_request)
+        assert {"agent_ask", "agent_debug", "agent_search", "read_file"} == offered(lead_request)
         (call,) = of(first, "tool_call")  # the delegate's IDE call reaches the parent's client
         assert (call["agent"], call["tool_name"]) == ("ask", "read_file")
         (chain,) = of(first, "agent_chain_update")
