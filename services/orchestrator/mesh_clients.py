@@ -18,6 +18,7 @@ from codelab.v1 import common_pb2, hitl_pb2, hitl_pb2_grpc, toolsearch_pb2, tool
 from services.common.channels import error_code
 from services.common.errors import ErrorKind, ServiceError
 from services.orchestrator.agent_search import Directory
+from services.orchestrator.template_vectors import Embed
 from services.orchestrator.toolbox import ToolSpec, catalog_from_json
 
 T = TypeVar("T")
@@ -259,3 +260,16 @@ def directory_searcher(stub: toolsearch_pb2_grpc.ToolSearchAsyncStub) -> Directo
         return [(hit.name, hit.score) for hit in reply.hits]
 
     return search
+
+
+def directory_embedder(stub: toolsearch_pb2_grpc.ToolSearchAsyncStub) -> Embed:
+    """The agent directory's vectors of (key, capability text) entries."""
+
+    async def embed(entries: Sequence[tuple[str, str]]) -> list[tuple[str, list[float]]]:
+        request = toolsearch_pb2.EmbedDirectoryRequest(
+            entries=[toolsearch_pb2.DirectoryEntry(name=n, text=t) for n, t in entries]
+        )
+        reply = await call(lambda: stub.EmbedDirectory(request))
+        return [(v.name, list(v.vector)) for v in reply.vectors]
+
+    return embed

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import cast
 
 from grpc import aio
@@ -24,6 +26,7 @@ from services.orchestrator.llm import LlmClient
 from services.orchestrator.loop import AgentLoop
 from services.orchestrator.mesh_clients import (
     HitlClient,
+    directory_embedder,
     directory_searcher,
     load_catalog,
     tool_searcher,
@@ -37,6 +40,7 @@ from services.orchestrator.servicer import (
     add_runtime_servicer,
 )
 from services.orchestrator.store import SQL_DIR, SessionStore
+from services.orchestrator.template_vectors import keep_embedded
 from services.orchestrator.templates import AgentRegistry, install_templates
 from services.orchestrator.toolbox import Toolbox
 
@@ -113,6 +117,13 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
     server, port = create_server(settings, deps, address)
     await instances.start()
     await runtime.start()
+    vectors = asyncio.create_task(keep_embedded(pool, directory_embedder(toolsearch)))
+
+    async def stop_vectors() -> None:
+        vectors.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await vectors
+
     # Closers run last-registered first: the runtime's jobs stop before the pool and the
     # channels they use go away.
     for channel in channels.values():
@@ -120,6 +131,7 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
     server.on_stop.append(instances.close)
     server.on_stop.append(hub.close)
     server.on_stop.append(runtime.close)
+    server.on_stop.append(stop_vectors)
     return server, port
 
 

@@ -3,6 +3,7 @@ agent_search tool and the shipped conductor that delegates with agent.*."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -79,3 +80,24 @@ async def test_the_conductor_finds_an_agent_and_delegates_to_it(mesh: Mesh) -> N
     assert text_of(events).endswith("The translator says: Speichern.")
     assert of(events, "execution_completed")[0]["summary"] == "Speichern"
     assert events[-1]["status"] == "completed"
+
+
+async def test_every_active_template_gets_its_directory_vector(mesh: Mesh) -> None:
+    await add_translator(mesh)
+    async with asyncio.timeout(30):
+        while True:
+            rows = await mesh.pool.fetch(
+                "select name, vector_dims(embedding) as dims from orchestrator.agent_templates"
+                " where active"
+            )
+            if all(r["dims"] is not None for r in rows):
+                break
+            await asyncio.sleep(0.1)
+    assert {r["name"] for r in rows} >= {"coder", "conductor", "translator"}
+    assert {r["dims"] for r in rows} == {384}
+    nearest = await mesh.pool.fetchval(
+        "select b.name from orchestrator.agent_templates a, orchestrator.agent_templates b"
+        " where a.name = 'translator' and b.name <> 'translator' and b.active"
+        " order by a.embedding <=> b.embedding limit 1"
+    )
+    assert nearest  # the column is usable by SQL: pgvector orders by cosine distance
