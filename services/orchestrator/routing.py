@@ -24,7 +24,7 @@ __all__ = [
 
 SPECIALISTS = ("coder", "architect", "debug", "ask")
 Confidence = Literal["high", "medium", "low"]
-Method = Literal["llm", "salvaged", "keywords"]
+Method = Literal["llm", "salvaged", "keywords", "directory"]
 _CONFIDENCES: tuple[Confidence, ...] = ("high", "medium", "low")
 # Bounds the scan for an embedded object: a runaway answer must not cost quadratic time.
 _MAX_SCAN_CHARS = 20_000
@@ -36,7 +36,8 @@ class Classification:
     """Which specialist should take the request, how sure the router is, and why.
 
     ``method`` records how the decision was reached: the model's JSON (``llm``), a regex
-    over a malformed answer (``salvaged``) or the keyword fallback (``keywords``).
+    over a malformed answer (``salvaged``), the keyword fallback (``keywords``) or, when
+    no keyword matched, an admin's template the agent directory found (``directory``).
     """
 
     agent: str
