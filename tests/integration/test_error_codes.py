@@ -113,3 +113,11 @@ async def test_an_ide_that_cannot_reach_the_gateway_gets_gateway_unreachable() -
     with pytest.raises(GatewayUnreachable, match="cannot reach the gateway") as failure:
         await connect_ide(f"http://127.0.0.1:{free_port()}", "s", open_timeout=5)
     assert failure.value.code == "GATEWAY_UNREACHABLE"
+
+
+async def test_a_service_that_is_down_is_service_unavailable(mesh: Mesh) -> None:
+    await mesh.servers["orchestrator"].stop(0)
+    async with httpx.AsyncClient(base_url=mesh.gateway_url, timeout=10) as http:
+        response = await http.get("/sessions")
+    assert response.status_code == 503, response.text
+    assert response.json()["error_code"] == "SERVICE_UNAVAILABLE"
