@@ -28,6 +28,12 @@ Event = dict[str, Any]
 DEFAULT_TIMEOUT = 30.0
 
 
+class GatewayUnreachable(OSError):
+    """No connection to the gateway (refused, unresolvable, timed out): seed 001's error."""
+
+    code = "GATEWAY_UNREACHABLE"
+
+
 def ws_url(base_url: str, session_id: str, *, last_event_id: int | None = None) -> str:
     """``ws://host/ws/<session>`` for a gateway base URL (``http://`` or ``ws://``).
 
@@ -153,17 +159,22 @@ async def connect_ide(
     """Open a connection the caller closes (for holding many at once).
 
     ``proxy=None``: the gateway is dialled directly even when the environment names an
-    HTTP proxy, as an IDE talking to a local runtime would.
+    HTTP proxy, as an IDE talking to a local runtime would. GatewayUnreachable
+    (GATEWAY_UNREACHABLE) when nothing answers at ``base_url``.
     """
-    ws = await connect(
-        ws_url(base_url, session_id, last_event_id=last_event_id),
-        # The gateway API key (deployments that set GATEWAY_API_KEYS), in a header.
-        additional_headers={"Authorization": f"Bearer {token}"} if token else None,
-        open_timeout=open_timeout,
-        compression=compression,
-        proxy=None,
-        max_size=None,
-    )
+    url = ws_url(base_url, session_id, last_event_id=last_event_id)
+    try:
+        ws = await connect(
+            url,
+            # The gateway API key (deployments that set GATEWAY_API_KEYS), in a header.
+            additional_headers={"Authorization": f"Bearer {token}"} if token else None,
+            open_timeout=open_timeout,
+            compression=compression,
+            proxy=None,
+            max_size=None,
+        )
+    except (OSError, TimeoutError) as error:
+        raise GatewayUnreachable(f"cannot reach the gateway at {base_url}: {error}") from error
     return IdeConnection(ws, session_id)
 
 

@@ -64,6 +64,12 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     """A per-key daily budget (tokens, cost) or a turn's budget; details.retry_after."""
     LLM_CONTEXT_LENGTH_EXCEEDED: _ErrorCode.ValueType  # 29
     """The prompt did not fit the model's context window (the runtime compacts and retries)."""
+    INVALID_MESSAGE: _ErrorCode.ValueType  # 40
+    """Seed 001: a message that is not a JSON object (bad JSON, a list, a number); an object
+    of an unknown `type` stays INVALID_MESSAGE_TYPE (seed 000).
+    """
+    GATEWAY_UNREACHABLE: _ErrorCode.ValueType  # 41
+    """Seed 001: the gateway cannot be reached (raised by the IDE-side clients)."""
 
 class ErrorCode(_ErrorCode, metaclass=_ErrorCodeEnumTypeWrapper):
     """Error codes of the spec (seed 000 section E, plus the stream/transport ones)."""
@@ -100,6 +106,12 @@ BUDGET_EXCEEDED: ErrorCode.ValueType  # 28
 """A per-key daily budget (tokens, cost) or a turn's budget; details.retry_after."""
 LLM_CONTEXT_LENGTH_EXCEEDED: ErrorCode.ValueType  # 29
 """The prompt did not fit the model's context window (the runtime compacts and retries)."""
+INVALID_MESSAGE: ErrorCode.ValueType  # 40
+"""Seed 001: a message that is not a JSON object (bad JSON, a list, a number); an object
+of an unknown `type` stays INVALID_MESSAGE_TYPE (seed 000).
+"""
+GATEWAY_UNREACHABLE: ErrorCode.ValueType  # 41
+"""Seed 001: the gateway cannot be reached (raised by the IDE-side clients)."""
 Global___ErrorCode: _TypeAlias = ErrorCode  # noqa: Y015
 
 class _Decision:
@@ -559,6 +571,138 @@ class ErrorEvent(_message.Message):
 Global___ErrorEvent: _TypeAlias = ErrorEvent  # noqa: Y015
 
 @_typing.final
+class ExecutionCompleted(_message.Message):
+    """A plan or a delegated chain finished (seed 002's execution_completed)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    EXECUTION_ID_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    SUMMARY_FIELD_NUMBER: _builtins.int
+    PLAN_ID_FIELD_NUMBER: _builtins.int
+    AGENT_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    """plan | delegation"""
+    execution_id: _builtins.str
+    """The plan's id, or the delegating call's id (the chain_id of agent_chain_update)."""
+    status: _builtins.str
+    """completed | failed"""
+    summary: _builtins.str
+    """What was done: the steps' results, or the delegate's answer (shortened)."""
+    plan_id: _builtins.str
+    agent: _builtins.str
+    """The agent that gets control back."""
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        execution_id: _builtins.str = ...,
+        status: _builtins.str = ...,
+        summary: _builtins.str = ...,
+        plan_id: _builtins.str | None = ...,
+        agent: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_agent", b"_agent", "_plan_id", b"_plan_id", "agent", b"agent", "plan_id", b"plan_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_agent", b"_agent", "_plan_id", b"_plan_id", "agent", b"agent", "execution_id", b"execution_id", "kind", b"kind", "plan_id", b"plan_id", "status", b"status", "summary", b"summary"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__agent: _TypeAlias = _typing.Literal["agent"]  # noqa: Y015
+    _WhichOneofArgType__agent: _TypeAlias = _typing.Literal["_agent", b"_agent"]  # noqa: Y015
+    _WhichOneofReturnType__plan_id: _TypeAlias = _typing.Literal["plan_id"]  # noqa: Y015
+    _WhichOneofArgType__plan_id: _TypeAlias = _typing.Literal["_plan_id", b"_plan_id"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__agent) -> _WhichOneofReturnType__agent | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__plan_id) -> _WhichOneofReturnType__plan_id | None: ...
+
+Global___ExecutionCompleted: _TypeAlias = ExecutionCompleted  # noqa: Y015
+
+@_typing.final
+class PlanModificationRequested(_message.Message):
+    """The person asked for a change of a proposed plan; its planner revises it (seed 002)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONTENT_FIELD_NUMBER: _builtins.int
+    PLAN_ID_FIELD_NUMBER: _builtins.int
+    APPROVAL_REQUEST_ID_FIELD_NUMBER: _builtins.int
+    FEEDBACK_FIELD_NUMBER: _builtins.int
+    PLANNER_FIELD_NUMBER: _builtins.int
+    content: _builtins.str
+    plan_id: _builtins.str
+    approval_request_id: _builtins.str
+    feedback: _builtins.str
+    planner: _builtins.str
+    def __init__(
+        self,
+        *,
+        content: _builtins.str = ...,
+        plan_id: _builtins.str = ...,
+        approval_request_id: _builtins.str = ...,
+        feedback: _builtins.str | None = ...,
+        planner: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_feedback", b"_feedback", "feedback", b"feedback"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_feedback", b"_feedback", "approval_request_id", b"approval_request_id", "content", b"content", "feedback", b"feedback", "plan_id", b"plan_id", "planner", b"planner"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__feedback: _TypeAlias = _typing.Literal["feedback"]  # noqa: Y015
+    _WhichOneofArgType__feedback: _TypeAlias = _typing.Literal["_feedback", b"_feedback"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__feedback) -> _WhichOneofReturnType__feedback | None: ...
+
+Global___PlanModificationRequested: _TypeAlias = PlanModificationRequested  # noqa: Y015
+
+@_typing.final
+class CallStatus(_message.Message):
+    """A tool call's HITL status (seed 004): waiting_human when it waits for a person, then
+    approved | rejected | edited_by_human when one decided (in hitl or in the IDE's review).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALL_ID_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    TOOL_NAME_FIELD_NUMBER: _builtins.int
+    PLAN_ID_FIELD_NUMBER: _builtins.int
+    STEP_ID_FIELD_NUMBER: _builtins.int
+    FEEDBACK_FIELD_NUMBER: _builtins.int
+    call_id: _builtins.str
+    status: _builtins.str
+    tool_name: _builtins.str
+    plan_id: _builtins.str
+    step_id: _builtins.str
+    feedback: _builtins.str
+    def __init__(
+        self,
+        *,
+        call_id: _builtins.str = ...,
+        status: _builtins.str = ...,
+        tool_name: _builtins.str = ...,
+        plan_id: _builtins.str | None = ...,
+        step_id: _builtins.str | None = ...,
+        feedback: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_feedback", b"_feedback", "_plan_id", b"_plan_id", "_step_id", b"_step_id", "feedback", b"feedback", "plan_id", b"plan_id", "step_id", b"step_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_feedback", b"_feedback", "_plan_id", b"_plan_id", "_step_id", b"_step_id", "call_id", b"call_id", "feedback", b"feedback", "plan_id", b"plan_id", "status", b"status", "step_id", b"step_id", "tool_name", b"tool_name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__feedback: _TypeAlias = _typing.Literal["feedback"]  # noqa: Y015
+    _WhichOneofArgType__feedback: _TypeAlias = _typing.Literal["_feedback", b"_feedback"]  # noqa: Y015
+    _WhichOneofReturnType__plan_id: _TypeAlias = _typing.Literal["plan_id"]  # noqa: Y015
+    _WhichOneofArgType__plan_id: _TypeAlias = _typing.Literal["_plan_id", b"_plan_id"]  # noqa: Y015
+    _WhichOneofReturnType__step_id: _TypeAlias = _typing.Literal["step_id"]  # noqa: Y015
+    _WhichOneofArgType__step_id: _TypeAlias = _typing.Literal["_step_id", b"_step_id"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__feedback) -> _WhichOneofReturnType__feedback | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__plan_id) -> _WhichOneofReturnType__plan_id | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__step_id) -> _WhichOneofReturnType__step_id | None: ...
+
+Global___CallStatus: _TypeAlias = CallStatus  # noqa: Y015
+
+@_typing.final
 class Done(_message.Message):
     """The runtime has stopped and waits for the IDE: after a finished answer, a
     tool_call, an approval request or a plan approval request.
@@ -665,6 +809,9 @@ class ServerEvent(_message.Message):
     DONE_FIELD_NUMBER: _builtins.int
     REASONING_FIELD_NUMBER: _builtins.int
     CONTEXT_COMPACTED_FIELD_NUMBER: _builtins.int
+    EXECUTION_COMPLETED_FIELD_NUMBER: _builtins.int
+    PLAN_MODIFICATION_REQUESTED_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
     THEN_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     seq: _builtins.int
@@ -696,6 +843,12 @@ class ServerEvent(_message.Message):
     @_builtins.property
     def context_compacted(self) -> Global___ContextCompacted: ...
     @_builtins.property
+    def execution_completed(self) -> Global___ExecutionCompleted: ...
+    @_builtins.property
+    def plan_modification_requested(self) -> Global___PlanModificationRequested: ...
+    @_builtins.property
+    def status(self) -> Global___CallStatus: ...
+    @_builtins.property
     def then(self) -> _containers.RepeatedCompositeFieldContainer[Global___ServerEvent]:
         """Events that follow this one, carried in the same message when several are ready at
         once (a replay, a burst): a receiver handles them in order, exactly as if each had
@@ -721,13 +874,16 @@ class ServerEvent(_message.Message):
         done: Global___Done | None = ...,
         reasoning: Global___Reasoning | None = ...,
         context_compacted: Global___ContextCompacted | None = ...,
+        execution_completed: Global___ExecutionCompleted | None = ...,
+        plan_modification_requested: Global___PlanModificationRequested | None = ...,
+        status: Global___CallStatus | None = ...,
         then: _abc.Iterable[Global___ServerEvent] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["agent_chain_update", b"agent_chain_update", "agent_switched", b"agent_switched", "assistant_message", b"assistant_message", "context_compacted", b"context_compacted", "done", b"done", "error", b"error", "event", b"event", "plan_approval_required", b"plan_approval_required", "plan_progress", b"plan_progress", "plan_rejected", b"plan_rejected", "plan_update", b"plan_update", "reasoning", b"reasoning", "tool_call", b"tool_call"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["agent_chain_update", b"agent_chain_update", "agent_switched", b"agent_switched", "assistant_message", b"assistant_message", "context_compacted", b"context_compacted", "done", b"done", "error", b"error", "event", b"event", "execution_completed", b"execution_completed", "plan_approval_required", b"plan_approval_required", "plan_modification_requested", b"plan_modification_requested", "plan_progress", b"plan_progress", "plan_rejected", b"plan_rejected", "plan_update", b"plan_update", "reasoning", b"reasoning", "status", b"status", "tool_call", b"tool_call"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_chain_update", b"agent_chain_update", "agent_switched", b"agent_switched", "assistant_message", b"assistant_message", "context_compacted", b"context_compacted", "done", b"done", "error", b"error", "event", b"event", "plan_approval_required", b"plan_approval_required", "plan_progress", b"plan_progress", "plan_rejected", b"plan_rejected", "plan_update", b"plan_update", "reasoning", b"reasoning", "seq", b"seq", "session_id", b"session_id", "then", b"then", "timestamp", b"timestamp", "tool_call", b"tool_call"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_chain_update", b"agent_chain_update", "agent_switched", b"agent_switched", "assistant_message", b"assistant_message", "context_compacted", b"context_compacted", "done", b"done", "error", b"error", "event", b"event", "execution_completed", b"execution_completed", "plan_approval_required", b"plan_approval_required", "plan_modification_requested", b"plan_modification_requested", "plan_progress", b"plan_progress", "plan_rejected", b"plan_rejected", "plan_update", b"plan_update", "reasoning", b"reasoning", "seq", b"seq", "session_id", b"session_id", "status", b"status", "then", b"then", "timestamp", b"timestamp", "tool_call", b"tool_call"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["assistant_message", "tool_call", "agent_switched", "plan_approval_required", "plan_update", "plan_progress", "plan_rejected", "agent_chain_update", "error", "done", "reasoning", "context_compacted"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["assistant_message", "tool_call", "agent_switched", "plan_approval_required", "plan_update", "plan_progress", "plan_rejected", "agent_chain_update", "error", "done", "reasoning", "context_compacted", "execution_completed", "plan_modification_requested", "status"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 

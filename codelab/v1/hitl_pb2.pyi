@@ -421,7 +421,7 @@ class AuditEntry(_message.Message):
     feedback: _builtins.str
     user_id: _builtins.str
     event_type: _builtins.str
-    """hitl_decision | hitl_timeout | plan_decision"""
+    """hitl_decision | hitl_timeout | plan_decision | patch_review"""
     created_at: _builtins.str
     details_json: _builtins.str
     def __init__(

@@ -422,6 +422,7 @@ class CreateSessionRequest(_message.Message):
     USER_ID_FIELD_NUMBER: _builtins.int
     TITLE_FIELD_NUMBER: _builtins.int
     BUSY_POLICY_FIELD_NUMBER: _builtins.int
+    METADATA_JSON_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """Empty: the runtime picks one."""
     system_prompt: _builtins.str
@@ -429,6 +430,10 @@ class CreateSessionRequest(_message.Message):
     title: _builtins.str
     busy_policy: _builtins.str
     """What a user_message does while a turn runs: enqueue (default), reject or interrupt."""
+    metadata_json: _builtins.str
+    """Seed 000's context metadata, a JSON object (user_preferences, pending_tasks, ...):
+    merged into the session's and handed to every agent that takes over.
+    """
     def __init__(
         self,
         *,
@@ -437,12 +442,15 @@ class CreateSessionRequest(_message.Message):
         user_id: _builtins.str = ...,
         title: _builtins.str = ...,
         busy_policy: _builtins.str = ...,
+        metadata_json: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_metadata_json", b"_metadata_json", "metadata_json", b"metadata_json"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["busy_policy", b"busy_policy", "session_id", b"session_id", "system_prompt", b"system_prompt", "title", b"title", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_metadata_json", b"_metadata_json", "busy_policy", b"busy_policy", "metadata_json", b"metadata_json", "session_id", b"session_id", "system_prompt", b"system_prompt", "title", b"title", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__metadata_json: _TypeAlias = _typing.Literal["metadata_json"]  # noqa: Y015
+    _WhichOneofArgType__metadata_json: _TypeAlias = _typing.Literal["_metadata_json", b"_metadata_json"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__metadata_json) -> _WhichOneofReturnType__metadata_json | None: ...
 
 Global___CreateSessionRequest: _TypeAlias = CreateSessionRequest  # noqa: Y015
 

@@ -557,3 +557,70 @@ class DirectorySearchResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DirectorySearchResponse: _TypeAlias = DirectorySearchResponse  # noqa: Y015
+
+@_typing.final
+class EmbedDirectoryRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___DirectoryEntry]: ...
+    def __init__(
+        self,
+        *,
+        entries: _abc.Iterable[Global___DirectoryEntry] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EmbedDirectoryRequest: _TypeAlias = EmbedDirectoryRequest  # noqa: Y015
+
+@_typing.final
+class DirectoryVector(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    VECTOR_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    @_builtins.property
+    def vector(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        vector: _abc.Iterable[_builtins.float] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "vector", b"vector"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DirectoryVector: _TypeAlias = DirectoryVector  # noqa: Y015
+
+@_typing.final
+class EmbedDirectoryResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VECTORS_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    model: _builtins.str
+    """The embedding model, stored beside each vector."""
+    @_builtins.property
+    def vectors(self) -> _containers.RepeatedCompositeFieldContainer[Global___DirectoryVector]: ...
+    def __init__(
+        self,
+        *,
+        vectors: _abc.Iterable[Global___DirectoryVector] | None = ...,
+        model: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["model", b"model", "vectors", b"vectors"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EmbedDirectoryResponse: _TypeAlias = EmbedDirectoryResponse  # noqa: Y015

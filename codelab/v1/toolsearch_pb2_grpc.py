@@ -59,6 +59,11 @@ class ToolSearchStub:
                 request_serializer=codelab_dot_v1_dot_toolsearch__pb2.DirectorySearchRequest.SerializeToString,
                 response_deserializer=codelab_dot_v1_dot_toolsearch__pb2.DirectorySearchResponse.FromString,
                 _registered_method=True)
+        self.EmbedDirectory = channel.unary_unary(
+                '/codelab.v1.ToolSearch/EmbedDirectory',
+                request_serializer=codelab_dot_v1_dot_toolsearch__pb2.EmbedDirectoryRequest.SerializeToString,
+                response_deserializer=codelab_dot_v1_dot_toolsearch__pb2.EmbedDirectoryResponse.FromString,
+                _registered_method=True)
 
 
 class ToolSearchServicer:
@@ -98,6 +103,13 @@ class ToolSearchServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def EmbedDirectory(self, request, context):
+        """The directory's vectors of agents' capability texts (stored beside the templates).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ToolSearchServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -125,6 +137,11 @@ def add_ToolSearchServicer_to_server(servicer, server):
                     servicer.SearchDirectory,
                     request_deserializer=codelab_dot_v1_dot_toolsearch__pb2.DirectorySearchRequest.FromString,
                     response_serializer=codelab_dot_v1_dot_toolsearch__pb2.DirectorySearchResponse.SerializeToString,
+            ),
+            'EmbedDirectory': grpc.unary_unary_rpc_method_handler(
+                    servicer.EmbedDirectory,
+                    request_deserializer=codelab_dot_v1_dot_toolsearch__pb2.EmbedDirectoryRequest.FromString,
+                    response_serializer=codelab_dot_v1_dot_toolsearch__pb2.EmbedDirectoryResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -262,6 +279,33 @@ class ToolSearch:
             '/codelab.v1.ToolSearch/SearchDirectory',
             codelab_dot_v1_dot_toolsearch__pb2.DirectorySearchRequest.SerializeToString,
             codelab_dot_v1_dot_toolsearch__pb2.DirectorySearchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EmbedDirectory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/codelab.v1.ToolSearch/EmbedDirectory',
+            codelab_dot_v1_dot_toolsearch__pb2.EmbedDirectoryRequest.SerializeToString,
+            codelab_dot_v1_dot_toolsearch__pb2.EmbedDirectoryResponse.FromString,
             options,
             channel_credentials,
             insecure,

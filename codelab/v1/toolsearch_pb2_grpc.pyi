@@ -44,6 +44,8 @@ class ToolSearchStub:
     """The agent directory: rank candidate agents (their capability texts come with the
     request) by the same hybrid retrieval as tools.
     """
+    EmbedDirectory: _grpc.UnaryUnaryMultiCallable[_toolsearch_pb2.EmbedDirectoryRequest, _toolsearch_pb2.EmbedDirectoryResponse]
+    """The directory's vectors of agents' capability texts (stored beside the templates)."""
 
 @_typing.type_check_only
 class ToolSearchAsyncStub(ToolSearchStub):
@@ -59,6 +61,8 @@ class ToolSearchAsyncStub(ToolSearchStub):
     """The agent directory: rank candidate agents (their capability texts come with the
     request) by the same hybrid retrieval as tools.
     """
+    EmbedDirectory: _aio.UnaryUnaryMultiCallable[_toolsearch_pb2.EmbedDirectoryRequest, _toolsearch_pb2.EmbedDirectoryResponse]  # type: ignore[assignment]
+    """The directory's vectors of agents' capability texts (stored beside the templates)."""
 
 class ToolSearchServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -101,5 +105,13 @@ class ToolSearchServicer(metaclass=_abc_1.ABCMeta):
         """The agent directory: rank candidate agents (their capability texts come with the
         request) by the same hybrid retrieval as tools.
         """
+
+    @_abc_1.abstractmethod
+    def EmbedDirectory(
+        self,
+        request: _toolsearch_pb2.EmbedDirectoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_toolsearch_pb2.EmbedDirectoryResponse, _abc.Awaitable[_toolsearch_pb2.EmbedDirectoryResponse]]:
+        """The directory's vectors of agents' capability texts (stored beside the templates)."""
 
 def add_ToolSearchServicer_to_server(servicer: ToolSearchServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -31,6 +31,8 @@ from services.gateway.mesh import (
     retry_headers,
 )
 from services.gateway.rest import build_router
+from services.gateway.seed000 import FORMAT as SEED_000
+from services.gateway.seed000 import Seed000Shape
 from services.gateway.streaming import sse_events, websocket_session
 from services.gateway.translate import (
     ProtocolError,
@@ -172,13 +174,17 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
         """Send one message and stream the answer as SSE until ``event: done``.
 
         Body: seed 000 ``{session_id, message, message_type, ...}`` or seed 002
-        ``{session_id, message: {type, ...}}``.
+        ``{session_id, message: {type, ...}}``. ``?format=seed000``: seed 000's chunks
+        (``{"type", "data"}``, ``switch_agent``, ``completion``) instead of the events.
         """
         user = auth.user_for(request.headers)
+        shape_name = request.query_params.get("format", "")
+        if shape_name not in ("", SEED_000):
+            raise ProtocolError("INVALID_MESSAGE", f"unknown format {shape_name!r}; try seed000")
         try:
             body = json.loads(await request.body())
         except json.JSONDecodeError as error:
-            raise ProtocolError("INVALID_MESSAGE_TYPE", f"Invalid JSON body: {error}") from error
+            raise ProtocolError("INVALID_MESSAGE", f"Invalid JSON body: {error}") from error
         session_id, raw = normalise_stream_body(body)
         message = parse_client_message(raw)
         stream = await client.open_stream(session_id, user_id=user)
@@ -189,6 +195,7 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
             session_id,
             heartbeat=settings.sse_heartbeat,
             idle_timeout=settings.agent_stream_timeout,
+            shape=Seed000Shape() if shape_name == SEED_000 else None,
         )
         return StreamingResponse(
             frames,

@@ -53,9 +53,9 @@ async def read_json(request: Request, *, optional: bool = False) -> dict[str, An
     try:
         body = json.loads(raw)
     except json.JSONDecodeError as error:
-        raise ProtocolError("INVALID_MESSAGE_TYPE", f"Invalid JSON body: {error}") from error
+        raise ProtocolError("INVALID_MESSAGE", f"Invalid JSON body: {error}") from error
     if not isinstance(body, dict):
-        raise ProtocolError("INVALID_MESSAGE_TYPE", "the body must be a JSON object")
+        raise ProtocolError("INVALID_MESSAGE", "the body must be a JSON object")
     return body
 
 
@@ -113,10 +113,15 @@ def build_router(client: MeshClient, auth: Authenticator) -> APIRouter:
 
     @router.post("/sessions", tags=["sessions"], summary="Create a session", status_code=201)
     async def create_session(request: Request) -> dict[str, Any]:
-        """Body (optional): ``{session_id?, system_prompt?, title?, busy_policy?}``;
-        busy_policy (enqueue | reject | interrupt) says what a user_message does mid-turn."""
+        """Body (optional): ``{session_id?, system_prompt?, title?, busy_policy?, metadata?}``;
+        busy_policy (enqueue | reject | interrupt) says what a user_message does mid-turn;
+        metadata (an object: user_preferences, pending_tasks, ...) reaches every agent's
+        prompt (seed 000's context hand-over)."""
         user = auth.user_for(request.headers)
         body = await read_json(request, optional=True)
+        metadata = body.get("metadata")
+        if metadata is not None and not isinstance(metadata, dict):
+            raise ProtocolError("MISSING_REQUIRED_FIELD", "'metadata' must be an object")
         created = await runtime.CreateSession(
             runtime_pb2.CreateSessionRequest(
                 session_id=optional_text(body, "session_id"),
@@ -124,6 +129,7 @@ def build_router(client: MeshClient, auth: Authenticator) -> APIRouter:
                 title=optional_text(body, "title"),
                 busy_policy=optional_text(body, "busy_policy"),
                 user_id=user,
+                metadata_json=json.dumps(metadata) if metadata is not None else None,
             )
         )
         return {

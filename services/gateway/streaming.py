@@ -16,6 +16,7 @@ from codelab.v1 import common_pb2 as pb
 from services.common import tracing
 from services.gateway.event_json import dumps
 from services.gateway.mesh import WS_CLOSE_UNAVAILABLE, describe, error_event
+from services.gateway.seed000 import Seed000Shape
 from services.gateway.translate import ProtocolError, event_to_json, local_error, parse_text
 
 log = logging.getLogger(__name__)
@@ -73,10 +74,18 @@ async def websocket_session(stream: SessionStream, websocket: WebSocket, session
             await pump
 
 
-def sse_frame(payload: dict[str, Any], event: str = "message") -> str:
-    seq = payload.get("seq")
+def sse_frame(payload: dict[str, Any], event: str = "message", seq: Any = None) -> str:
+    seq = seq or payload.get("seq")
     head = f"id: {seq}\n" if seq else ""
     return f"{head}event: {event}\ndata: {dumps(payload)}\n\n"
+
+
+def _render(payload: dict[str, Any], event: str, shape: Seed000Shape | None) -> str:
+    """One event's frames: as is, or in seed 000's shape."""
+    if shape is None:
+        return sse_frame(payload, event)
+    seq = payload.get("seq")
+    return "".join(sse_frame(data, name, seq) for name, data in shape.frames(payload))
 
 
 async def sse_events(
@@ -86,11 +95,13 @@ async def sse_events(
     heartbeat: float,
     idle_timeout: float,
     follow: bool = False,
+    shape: Seed000Shape | None = None,
 ) -> AsyncIterator[str]:
     """SSE frames until the turn's ``done`` (sent as ``event: done``); ``:`` heartbeats.
 
     ``follow``: a resumable session stream instead — every event (``done`` included) as
-    ``event: message`` with ``id: <seq>``, for as long as the client stays.
+    ``event: message`` with ``id: <seq>``, for as long as the client stays. ``shape``:
+    seed 000's chunks instead of the events as they are (seed000.py).
     """
     queue: asyncio.Queue[pb.ServerEvent | grpc.aio.AioRpcError | None] = asyncio.Queue()
 
@@ -111,9 +122,8 @@ async def sse_events(
             except TimeoutError:
                 idle += heartbeat
                 if idle >= idle_timeout and not follow:
-                    yield sse_frame(
-                        local_error("LLM_TIMEOUT", "no event within the stream timeout", session_id)
-                    )
+                    timeout = "no event within the stream timeout"
+                    yield _render(local_error("LLM_TIMEOUT", timeout, session_id), "message", shape)
                     yield sse_frame({"status": "timeout"}, "done")
                     return
                 yield ": heartbeat\n\n"
@@ -123,14 +133,14 @@ async def sse_events(
                 yield sse_frame({"status": "closed"}, "done")
                 return
             if isinstance(item, grpc.aio.AioRpcError):
-                yield sse_frame(error_event(item, session_id))
+                yield _render(error_event(item, session_id), "message", shape)
                 yield sse_frame({"status": "error"}, "done")
                 return
             payload = event_to_json(item)
             if payload["type"] == "done" and not follow:
-                yield sse_frame(payload, "done")
+                yield _render(payload, "done", shape)
                 return
-            yield sse_frame(payload)
+            yield _render(payload, "message", shape)
     finally:
         stream.close()
         task.cancel()

@@ -173,7 +173,7 @@ PARSERS: dict[str, Callable[[Mapping[str, Any]], pb.ClientMessage]] = {
 def parse_client_message(raw: Any) -> pb.ClientMessage:
     """A decoded IDE message -> ClientMessage, or ProtocolError with the spec's code."""
     if not isinstance(raw, dict):
-        raise ProtocolError("INVALID_MESSAGE_TYPE", "a message must be a JSON object")
+        raise ProtocolError("INVALID_MESSAGE", "a message must be a JSON object")
     kind = raw.get("type")
     if kind is None:
         raise ProtocolError("MISSING_REQUIRED_FIELD", "a message requires 'type'")
@@ -191,14 +191,14 @@ def parse_text(text: str) -> pb.ClientMessage:
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as error:
-        raise ProtocolError("INVALID_MESSAGE_TYPE", f"Invalid JSON message: {error}") from error
+        raise ProtocolError("INVALID_MESSAGE", f"Invalid JSON message: {error}") from error
     return parse_client_message(raw)
 
 
 def normalise_stream_body(body: Any) -> tuple[str, dict[str, Any]]:
     """POST /agent/message/stream body (seed 000 flat or seed 002 nested) -> (session, message)."""
     if not isinstance(body, dict):
-        raise ProtocolError("INVALID_MESSAGE_TYPE", "the body must be a JSON object")
+        raise ProtocolError("INVALID_MESSAGE", "the body must be a JSON object")
     session_id = body.get("session_id")
     if not isinstance(session_id, str) or not session_id:
         raise ProtocolError("MISSING_REQUIRED_FIELD", "the body requires 'session_id'")

@@ -24,6 +24,7 @@ __all__ = [
     "DEFAULT_POLICY",
     "DIRECTORY_TOOLS",
     "FILE_MODIFICATION_TOOLS",
+    "REVIEW_TOOLS",
     "ApprovalDecision",
     "ApprovalPolicy",
     "Risk",
@@ -34,6 +35,9 @@ __all__ = [
 Risk = Literal["low", "medium", "high"]
 
 FILE_MODIFICATION_TOOLS = frozenset({"write_file", "apply_patch", "apply_patch_review"})
+# The IDE shows the patch and the person picks its hunks: that review is the approval
+# (seed 001's patch review flow), recorded in the audit log when its result comes back.
+REVIEW_TOOLS = frozenset({"apply_patch_review"})
 COMMAND_TOOLS = frozenset({"execute_command", "run_command"})
 DIRECTORY_TOOLS = frozenset({"create_directory"})
 _READ_ONLY_TOOLS = frozenset(
@@ -64,7 +68,7 @@ class ApprovalPolicy:
     means ask).
     """
 
-    always_approve: frozenset[str] = FILE_MODIFICATION_TOOLS
+    always_approve: frozenset[str] = FILE_MODIFICATION_TOOLS - REVIEW_TOOLS
     never_approve: frozenset[str] = _READ_ONLY_TOOLS
     command_allow: tuple[str, ...] = ()
     command_deny: tuple[str, ...] = ()
@@ -180,6 +184,9 @@ def _directory_decision(
     return _NO_APPROVAL
 
 
+_REVIEWED_IN_IDE = ApprovalDecision(False, "the IDE's patch review is the approval", "low")
+
+
 def evaluate(
     tool_name: str,
     arguments: Mapping[str, object],
@@ -201,6 +208,8 @@ def evaluate(
         decision = _command_decision(arguments, policy)
     elif tool_name in DIRECTORY_TOOLS:
         decision = _directory_decision(arguments, policy)
+    elif tool_name in REVIEW_TOOLS:
+        return _REVIEWED_IN_IDE
     elif tool_name in FILE_MODIFICATION_TOOLS:
         decision = _approve("File modification requires approval", "medium")
     elif tool_name in policy.never_approve:

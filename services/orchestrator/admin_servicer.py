@@ -16,11 +16,10 @@ from grpc import aio
 from codelab.v1 import admin_pb2 as pb
 from codelab.v1 import admin_pb2_grpc as pb_grpc
 from services.common.db import Pool
-from services.common.errors import Conflict, ServiceError
-from services.orchestrator.agent_search import AgentHit, capability_text, search_agents
+from services.common.errors import Conflict
+from services.orchestrator.agent_search import AgentDirectory, Directory
 from services.orchestrator.errors import MissingField
 from services.orchestrator.instances import InstancePool
-from services.orchestrator.mesh_clients import Directory
 from services.orchestrator.template_rules import InvalidTemplate, canonical, check_references
 from services.orchestrator.template_store import (
     InstanceRow,
@@ -54,7 +53,7 @@ class AgentAdminServicer(pb_grpc.AgentAdminServicer):
         instances: InstancePool,
         directory: Directory | None = None,
     ) -> None:
-        self.directory = directory
+        self.directory = AgentDirectory(registry, directory)
         self.pool = pool
         self.store = TemplateStore(pool)
         self.registry = registry
@@ -142,28 +141,6 @@ class AgentAdminServicer(pb_grpc.AgentAdminServicer):
         )
         return pb.ListInstancesResponse(instances=[instance_to_proto(r) for r in rows])
 
-    async def ranked_agents(self, query: str, top_k: int) -> list[AgentHit]:
-        """toolsearch's hybrid directory ranks the served templates; local BM25 (and its
-        matched terms) stands in when toolsearch cannot be asked."""
-        templates = self.registry.all()
-        local = search_agents(query, templates, len(templates))
-        if self.directory is None:
-            return local[:top_k]
-        try:
-            ranked = await self.directory(
-                query, [(t.name, capability_text(t)) for t in templates], top_k
-            )
-        except ServiceError as error:
-            log.warning("agent directory unavailable", extra={"fields": {"err": error.message}})
-            return local[:top_k]
-        matched = {hit.template.name: hit.matched for hit in local}
-        by_name = {t.name: t for t in templates}
-        return [
-            AgentHit(by_name[name], score, matched.get(name, ()))
-            for name, score in ranked
-            if name in by_name
-        ]
-
     async def SearchAgents(
         self, request: pb.SearchAgentsRequest, context: aio.ServicerContext[Any, Any]
     ) -> pb.SearchAgentsResponse:
@@ -172,7 +149,7 @@ class AgentAdminServicer(pb_grpc.AgentAdminServicer):
         top_k = request.top_k or 5
         if not 1 <= top_k <= MAX_TOP_K:
             raise MissingField(f"top_k must be from 1 to {MAX_TOP_K}, got {top_k}")
-        hits = await self.ranked_agents(request.query, top_k)
+        hits = await self.directory.ranked(request.query, top_k)
         return pb.SearchAgentsResponse(
             results=[
                 pb.ScoredAgent(

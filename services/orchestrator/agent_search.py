@@ -4,19 +4,25 @@ Lexical, and honest about it: Okapi BM25 over the few served templates, built pe
 query (a handful of documents index in microseconds, so there is no index to keep in
 sync with admin changes). Fields are weighted by repeating their terms: the name, tags
 and capability text say what an agent is for, the system prompt mostly how it behaves.
-No embeddings: ``agent_templates.embedding`` is reserved for a dense variant; a query
-sharing no word with any template scores nothing and returns no result.
+A query sharing no word with any template scores nothing here; ``AgentDirectory``
+asks toolsearch's hybrid directory first (BM25 and embeddings) and falls back to this.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from services.orchestrator.templates import AgentTemplate
+from services.common.errors import ServiceError
+from services.orchestrator.templates import AgentRegistry, AgentTemplate
+
+log = logging.getLogger(__name__)
+# (query, [(name, capability text)], top_k) -> [(name, score)], best first
+Directory = Callable[[str, Sequence[tuple[str, str]], int], Awaitable[list[tuple[str, float]]]]
 
 _WORD = re.compile(r"[^\W_]+")
 # Words that appear in nearly every prompt ("you", "agent") would only add noise.
@@ -105,3 +111,39 @@ def search_agents(query: str, templates: Sequence[AgentTemplate], top_k: int = 5
             hits.append(AgentHit(template, round(score, 6), tuple(matched)))
     hits.sort(key=lambda h: (-h.score, h.template.name))
     return hits[:top_k]
+
+
+class AgentDirectory:
+    """The served templates ranked for a request (seed 003 section 7.1), for admins,
+    for routing and for agents (the ``agent_search`` tool)."""
+
+    def __init__(self, registry: AgentRegistry, directory: Directory | None = None) -> None:
+        self.registry = registry
+        self.directory = directory
+
+    async def ranked(
+        self, query: str, top_k: int, candidates: Sequence[AgentTemplate] | None = None
+    ) -> list[AgentHit]:
+        """toolsearch's hybrid directory ranks ``candidates`` (default: every served
+        template); local BM25 (and its matched terms) stands in when toolsearch cannot
+        be asked."""
+        templates = list(self.registry.all() if candidates is None else candidates)
+        if not templates:
+            return []
+        local = search_agents(query, templates, len(templates))
+        if self.directory is None:
+            return local[:top_k]
+        try:
+            ranked = await self.directory(
+                query, [(t.name, capability_text(t)) for t in templates], top_k
+            )
+        except ServiceError as error:
+            log.warning("agent directory unavailable", extra={"fields": {"err": error.message}})
+            return local[:top_k]
+        matched = {hit.template.name: hit.matched for hit in local}
+        by_name = {t.name: t for t in templates}
+        return [
+            AgentHit(by_name[name], score, matched.get(name, ()))
+            for name, score in ranked
+            if name in by_name
+        ]

@@ -58,5 +58,16 @@ class Delegation:
             return
         child_agent = (await self.loop.session(child)).current_agent
         await self.loop.complete(call, answer or "(the agent gave no answer)")
-        await self.loop.emit(call.session_id, self.chain(call, call.agent, child_agent, "done"))
+        await self.loop.emit(
+            call.session_id,
+            self.chain(call, call.agent, child_agent, "done"),
+            events.execution_completed(
+                "delegation",
+                call.call_id,
+                "completed",
+                answer,
+                plan_id=call.plan_id,
+                agent=call.agent,
+            ),
+        )
         await self.loop.advance(call.session_id)

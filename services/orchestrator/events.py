@@ -9,6 +9,8 @@ from typing import Any
 from codelab.v1 import common_pb2 as pb
 from services.orchestrator.metrics import ERRORS
 
+SUMMARY_CHARS = 2000
+
 
 def new_id(prefix: str) -> str:
     """A fresh id such as ``call_…`` or ``msg_…`` (the runtime's own, never the model's)."""
@@ -154,5 +156,63 @@ def agent_chain_update(
             chain_id=chain_id,
             current_agent=current_agent,
             agents=[pb.ChainAgent(agent_id=a, role=r, status=s) for a, r, s in agents],
+        )
+    )
+
+
+def execution_completed(
+    kind: str,
+    execution_id: str,
+    status: str,
+    summary: str,
+    *,
+    plan_id: str | None = None,
+    agent: str | None = None,
+) -> pb.ServerEvent:
+    """A plan (``kind`` plan) or a delegated chain (delegation) finished."""
+    return pb.ServerEvent(
+        execution_completed=pb.ExecutionCompleted(
+            kind=kind,
+            execution_id=execution_id,
+            status=status,
+            summary=summary[:SUMMARY_CHARS],
+            plan_id=plan_id,
+            agent=agent,
+        )
+    )
+
+
+def plan_modification_requested(
+    plan_id: str, request_id: str, planner: str, feedback: str | None
+) -> pb.ServerEvent:
+    return pb.ServerEvent(
+        plan_modification_requested=pb.PlanModificationRequested(
+            content=f"Plan modification requested; {planner} revises the plan",
+            plan_id=plan_id,
+            approval_request_id=request_id,
+            feedback=feedback,
+            planner=planner,
+        )
+    )
+
+
+def call_status(
+    call_id: str,
+    status: str,
+    tool_name: str,
+    *,
+    plan_id: str | None = None,
+    step_id: str | None = None,
+    feedback: str | None = None,
+) -> pb.ServerEvent:
+    """A call's HITL status: waiting_human | approved | rejected | edited_by_human."""
+    return pb.ServerEvent(
+        status=pb.CallStatus(
+            call_id=call_id,
+            status=status,
+            tool_name=tool_name,
+            plan_id=plan_id,
+            step_id=step_id,
+            feedback=feedback,
         )
     )

@@ -9,16 +9,19 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Awaitable
 
 from codelab.v1 import common_pb2 as pb
 from services.common.errors import ServiceError
 from services.orchestrator import events, spans
+from services.orchestrator.agent_search import AgentHit
 from services.orchestrator.arguments import validate_arguments
 from services.orchestrator.file_rules import check_paths
 from services.orchestrator.ledger import LedgerCall
 from services.orchestrator.llm import TextPiece
 from services.orchestrator.loop import AgentLoop, Budget, FirstStep
 from services.orchestrator.mesh_clients import Expired, MeshCallFailed
+from services.orchestrator.patch_review import REVIEW_TOOL, review_outcome
 from services.orchestrator.plans import PlanRunner
 from services.orchestrator.routing import (
     SPECIALISTS,
@@ -28,19 +31,22 @@ from services.orchestrator.routing import (
     parse_classification,
 )
 from services.orchestrator.store import StoredMessage
-from services.orchestrator.templates import ORCHESTRATOR
+from services.orchestrator.templates import ORCHESTRATOR, PROTECTED
 
 log = logging.getLogger(__name__)
 
 
-async def _both(first: asyncio.Task[None], second: asyncio.Task[None]) -> None:
-    """Wait for two writes started side by side; the first failure is raised."""
-    await asyncio.gather(first, second)
+async def _all(*writes: Awaitable[None] | None) -> None:
+    """Wait for writes started side by side; the first failure is raised."""
+    await asyncio.gather(*(w for w in writes if w is not None))
 
 
 CLASSIFY_SECONDS = 20.0
+DIRECTORY_ROUTES = 3
 FINISHED = ("completed", "failed")
 CLOSED = ("cancelled", "expired", "rejected")
+# A decision as seed 004's HITL status of the call.
+STATUS_OF_DECISION = {"approve": "approved", "edit": "edited_by_human", "reject": "rejected"}
 
 
 class Inputs:
@@ -58,7 +64,10 @@ class Inputs:
     async def classify(self, sid: str, content: str) -> Classification:
         """The LLM's choice (JSON, temperature 0.3); keywords when it fails or talks nonsense."""
         allowed = [a for a in SPECIALISTS if self.loop.agents.has(a)]
-        request = [StoredMessage("user", classification_prompt(content))]
+        extra = await self.directory_routes(content)
+        allowed += [hit.template.name for hit in extra]
+        listed = [(hit.template.name, hit.template.description) for hit in extra]
+        request = [StoredMessage("user", classification_prompt(content, listed))]
         try:
             async with asyncio.timeout(CLASSIFY_SECONDS):
                 text = "".join(
@@ -73,8 +82,34 @@ class Inputs:
             parsed = parse_classification(text, allowed)
         except (TimeoutError, ServiceError) as error:
             log.warning("routing by keywords", extra={"fields": {"err": str(error)}})
-            parsed = None
-        return parsed or keyword_classification(content)
+            parsed, cause = None, str(error) or type(error).__name__
+        else:
+            cause = "the model's answer named no agent"
+        if parsed is not None:
+            return parsed
+        # Not fatal: the turn goes on, routed by keywords; the client hears why.
+        self.loop.post(
+            await self.loop.audience(sid),
+            events.error(
+                "CLASSIFICATION_FAILED",
+                f"task classification failed ({cause}); routed by keywords",
+                {"fallback": "keywords"},
+            ),
+        )
+        keywords = keyword_classification(content)
+        found = next((hit for hit in extra if hit.matched), None)
+        if keywords.confidence == "low" and found is not None:
+            # No routing keyword, but an admin's template says it does this.
+            reason = "agent directory: " + ", ".join(found.matched)
+            return Classification(found.template.name, "medium", reason, "directory")
+        return keywords
+
+    async def directory_routes(self, content: str) -> list[AgentHit]:
+        """Served templates beyond the six, ranked by the agent directory for ``content``
+        (the classification may pick them)."""
+        agents = self.loop.agents
+        extra = [t for t in agents.all() if t.name not in {*SPECIALISTS, *PROTECTED}]
+        return await self.loop.directory.ranked(content, DIRECTORY_ROUTES, extra) if extra else []
 
     async def user_message(self, sid: str, message: pb.UserMessage) -> None:
         loop = self.loop
@@ -95,9 +130,10 @@ class Inputs:
         stored = loop.background(loop.store.add_message(sid, user, flush=False))
         loop.budgets[sid] = Budget()
         agent, reason, confidence, method = await self.route(sid, message)
-        template = loop.agents.get(agent)  # an unknown agent_type fails here, before any call
+        # An unknown agent_type fails here, before any call.
+        template, pinned = await loop.resolve(sid, agent)
         switched = loop.background(loop.switch(sid, agent, reason, confidence, method))
-        ready = loop.background(_both(stored, switched))
+        ready = loop.background(_all(stored, switched, pinned))
         if history is not None:
             try:
                 first = FirstStep(template, [*await history, user], ready)
@@ -139,7 +175,7 @@ class Inputs:
         else:
             await self.loop.emit(sid, events.done("completed"))
 
-    async def tool_result(self, sid: str, result: pb.ToolResult) -> None:
+    async def tool_result(self, sid: str, result: pb.ToolResult, user_id: str = "") -> None:
         call = await self.loop.ledger.find(sid, result.call_id)
         if call is None:
             await self.fail(
@@ -165,12 +201,45 @@ class Inputs:
                 call.call_id,
             )
             return
-        if result.HasField("error") and result.error:
+        if call.tool_name == REVIEW_TOOL:
+            await self.reviewed(call, result, user_id)
+        elif result.HasField("error") and result.error:
             await self.loop.complete(call, f"Error from the IDE: {result.error}", "failed")
         else:
             content = result.result_json if result.HasField("result_json") else "null"
             await self.loop.complete(call, content)
         await self.loop.advance(call.session_id)  # a delegated child's call resumes the child
+
+    async def reviewed(self, call: LedgerCall, result: pb.ToolResult, user_id: str) -> None:
+        """The IDE's patch review came back: it is the person's decision on the patch."""
+        proposed = call.arguments.get("patch", "") if isinstance(call.arguments, dict) else ""
+        review = review_outcome(
+            proposed,
+            result.result_json if result.HasField("result_json") else None,
+            result.error if result.HasField("error") else None,
+        )
+        await self.loop.hitl.audit(
+            call.session_id,
+            "patch_review",
+            review.decision,
+            user_id,
+            call.call_id,
+            feedback=review.feedback,
+            tool_name=call.tool_name,
+            original={"patch": proposed},
+            modified={"patch": review.patch} if review.decision == "edit" else None,
+        )
+        status = STATUS_OF_DECISION[review.decision]
+        await self.loop.notify(
+            call.session_id,
+            events.call_status(call.call_id, status, call.tool_name, feedback=review.feedback),
+        )
+        if review.patch is None:
+            note = f" Feedback: {review.feedback}" if review.feedback else ""
+            await self.loop.complete(call, "The user rejected the whole patch." + note)
+            return
+        content = json.dumps({"decision": review.decision, "patch": review.patch})
+        await self.loop.complete(call, content, extra={"reviewed_patch": review.patch})
 
     @spans.approval_decision
     async def hitl_decision(self, sid: str, user_id: str, decision: pb.HitlDecision) -> None:
@@ -210,6 +279,18 @@ class Inputs:
         if call.state != "awaiting_approval":  # a retried decision: hitl applied it once
             await loop.emit(sid, events.done("duplicate"))
             return
+        status = STATUS_OF_DECISION[decided.decision]
+        await loop.notify(
+            sid,
+            events.call_status(
+                call.call_id,
+                status,
+                call.tool_name,
+                plan_id=call.plan_id,
+                step_id=call.step_id,
+                feedback=decided.feedback,
+            ),
+        )
         if decided.decision == "reject":
             note = f" Feedback: {decided.feedback}" if decided.feedback else ""
             await loop.complete(
@@ -226,7 +307,7 @@ class Inputs:
         self, call: LedgerCall, arguments: dict[str, object]
     ) -> tuple[str, str] | None:
         """Edited arguments pass the same schema and file rules as the model's."""
-        template = self.loop.agents.get(call.agent)
+        template = await self.loop.template(call.session_id, call.agent)
         spec = await self.loop.toolbox.spec_for(template, call.tool_name)
         if spec is None:
             return "TOOL_VALIDATION_ERROR", f"{call.tool_name} is not allowed"

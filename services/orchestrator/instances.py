@@ -130,12 +130,18 @@ class InstancePool:
 
     @contextlib.asynccontextmanager
     async def lease(
-        self, template_name: str, session_id: str, wait: float | None = None
+        self,
+        template_name: str,
+        session_id: str,
+        wait: float | None = None,
+        pinned: AgentTemplate | None = None,
     ) -> AsyncIterator[AgentInstance]:
-        """An instance of the template's current version, BUSY for ``session_id``; waits
-        up to ``wait`` seconds (default ``lease_timeout``) for one to become free."""
+        """An instance of the template's current version (or of ``pinned``, the version
+        the session's task runs on), BUSY for ``session_id``; waits up to ``wait`` seconds
+        (default ``lease_timeout``) for one to become free. An instance of a version no
+        longer served is recycled (STOPPED) when it comes back."""
         instance, recorded = await self._acquire(
-            template_name, session_id, wait or self.lease_timeout
+            template_name, session_id, wait or self.lease_timeout, pinned
         )
         self._recording.add(recorded)
         recorded.add_done_callback(self._recording.discard)
@@ -154,7 +160,7 @@ class InstancePool:
         await asyncio.gather(*self._recording, return_exceptions=True)
 
     async def _acquire(
-        self, name: str, session_id: str, wait: float
+        self, name: str, session_id: str, wait: float, pinned: AgentTemplate | None = None
     ) -> tuple[AgentInstance, asyncio.Task[None]]:
         """The instance, BUSY in memory, and the task writing its row (the lease goes on
         while it is written: the row is for admins and other replicas, memory rules)."""
@@ -165,17 +171,18 @@ class InstancePool:
             while True:
                 if self._closed:
                     raise Unavailable("the instance pool is stopping", code="SERVICE_UNAVAILABLE")
-                template = self.registry.get(name)
+                template = pinned or self.registry.get(name)
                 live = self._live[name]
                 idle = [i for i in live if i.state is InstanceState.IDLE]
                 fresh = [i for i in idle if i.template.version == template.version]
                 if fresh:
                     instance, created = max(fresh, key=lambda i: i.uses), False
                     break
-                if idle:  # an old version: give its slot to the current one
-                    live.remove(idle[0])
-                    idle[0].state = InstanceState.STOPPED
-                    retired.append(idle[0])
+                stale = [i for i in idle if not self._current(i.template)]
+                if stale:  # an old version: give its slot to the current one
+                    live.remove(stale[0])
+                    stale[0].state = InstanceState.STOPPED
+                    retired.append(stale[0])
                     continue
                 if len(live) + self._creating[name] < self.max:
                     instance, created = AgentInstance(template, self.clients), True

@@ -121,6 +121,12 @@ class Ledger:
                 result,
             )
 
+    async def reviewed_patches(self, session_id: str) -> list[str]:
+        """The patches kept in the session's latest patch reviews."""
+        async with db_errors("read tool calls", "DB_READ_ERROR"):
+            rows = await self.pool.fetch(QUERIES["reviewed_patches"], session_id)
+        return [r["patch"] for r in rows]
+
     async def record_switch(
         self,
         session_id: str,

@@ -106,6 +106,7 @@ class LlmClient:
         max_tokens: int | None = None,
         model: str = "",
         with_reasoning: bool = False,
+        upstream_seconds: float | None = None,
     ) -> AsyncIterator[ModelOutput]:
         request = pb.CompleteRequest(
             session_id=session_id,
@@ -123,6 +124,8 @@ class LlmClient:
             request.temperature = temperature
         if max_tokens is not None:
             request.max_tokens = max_tokens
+        if upstream_seconds is not None:  # the template's timeouts.llm_seconds
+            request.timeout_seconds = upstream_seconds
         started = False
         for attempt in range(RESTART_ATTEMPTS):
             call = self.stub.Complete(request, timeout=self.deadline)

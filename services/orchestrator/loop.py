@@ -19,11 +19,13 @@ from typing import Any, TypeVar
 from services.common.errors import ServiceError
 from services.orchestrator import events, spans
 from services.orchestrator.agent_instance import SCRATCH
+from services.orchestrator.agent_search import AgentDirectory
 from services.orchestrator.arguments import validate_arguments
 from services.orchestrator.compaction import ContextKeeper
 from services.orchestrator.delegation import Delegation
 from services.orchestrator.events import new_id
 from services.orchestrator.file_rules import check_paths
+from services.orchestrator.handover import Handover, read_handover, system_prompt
 from services.orchestrator.hub import SessionHub
 from services.orchestrator.ledger import Ledger, LedgerCall
 from services.orchestrator.llm import (
@@ -36,14 +38,17 @@ from services.orchestrator.llm import (
 )
 from services.orchestrator.local_tools import run_local_tool
 from services.orchestrator.mesh_clients import HitlClient
+from services.orchestrator.patch_review import reviewed
 from services.orchestrator.records import Records
 from services.orchestrator.store import SessionRow, SessionStore, StoredMessage, TurnStart
 from services.orchestrator.system_tools import SystemTools
+from services.orchestrator.task_limits import TaskLimits
 from services.orchestrator.templates import ORCHESTRATOR, AgentRegistry, AgentTemplate
 from services.orchestrator.toolbox import Toolbox, schema_tokens
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+APPROVED_IN_REVIEW = "approved in the IDE's patch review"
 
 
 def _log_unawaited(task: asyncio.Task[Any]) -> None:
@@ -73,6 +78,8 @@ class Budget:
     tool_calls: int = 0
     invalid: int = 0
     tokens: int = 0
+    stop: str | None = None
+    """A stop condition's tool whose call completed: the task ends before the next step."""
 
 
 def turn_budget_spent(template: AgentTemplate, budget: Budget) -> tuple[str, int, int] | None:
@@ -116,6 +123,8 @@ class AgentLoop:
         # the owner is the only writer of what the loop reads from them.
         self._rows: dict[str, SessionRow] = {}
         self.starts: dict[str, TurnStart] = {}
+        # The last switch of the message being handled: (from, to, reason).
+        self._switched: dict[str, tuple[str, str, str]] = {}
         self.histories: dict[str, asyncio.Task[list[StoredMessage]]] = {}
         # The status of the last `done` per session, for the session state machine.
         self.last_done: dict[str, str] = {}
@@ -125,6 +134,9 @@ class AgentLoop:
         self.records = Records(store.pool)
         self.system_tools = SystemTools(self)
         self.context = ContextKeeper(llm, store, self.post)
+        self.limits = TaskLimits(self)
+        # The agent directory (for routing and agent_search); the server gives it toolsearch.
+        self.directory = AgentDirectory(agents)
 
     @staticmethod
     def background(work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
@@ -147,6 +159,11 @@ class AgentLoop:
         (always a ``done`` at the latest) waits for both, in order."""
         self.hub.post(audience, event)
 
+    async def notify(self, sid: str, event: Any) -> None:
+        """``post`` to the client of ``sid`` (a delegate's parent's): committed with the
+        next ``emit``, which always follows."""
+        self.post(await self.audience(sid), event)
+
     async def audience(self, sid: str) -> str:
         if sid not in self._parents:
             self._parents[sid] = await self.store.parent_of(sid)
@@ -167,11 +184,18 @@ class AgentLoop:
     def end(self, sid: str) -> None:
         """The message is handled: forget what was read for it (delegates' rows too)."""
         self.starts.pop(sid, None)
+        for key in [k for k in self._switched if k == sid or k.startswith(sid + ".")]:
+            del self._switched[key]
         history = self.histories.pop(sid, None)
         if history is not None:
             history.cancel()
         for key in [k for k in self._rows if k == sid or k.startswith(sid + ".")]:
             del self._rows[key]  # a delegate's session id is "<parent>.<call id>"
+
+    def update_session(self, sid: str, **changes: Any) -> None:
+        """Changes this process just wrote to the session's row."""
+        if sid in self._rows:
+            self._rows[sid] = dataclasses.replace(self._rows[sid], **changes)
 
     async def session(self, sid: str) -> SessionRow:
         """The session's row: read once per message, then kept up to date here."""
@@ -182,9 +206,31 @@ class AgentLoop:
 
     async def current(self, sid: str) -> AgentTemplate:
         session = await self.session(sid)
-        return self.agents.get(
-            session.current_agent if self.agents.has(session.current_agent) else self.agents.entry
-        )
+        name = session.current_agent
+        served = self.agents.has(name) or name in session.agent_versions
+        return await self.template(sid, name if served else self.agents.entry)
+
+    async def template(self, sid: str, name: str) -> AgentTemplate:
+        """The version of ``name`` the session's task runs on (pinned at its first use)."""
+        template, pin = await self.resolve(sid, name)
+        if pin is not None:
+            await pin
+        return template
+
+    async def resolve(
+        self, sid: str, name: str
+    ) -> tuple[AgentTemplate, Coroutine[Any, Any, None] | None]:
+        """``template`` without waiting for the pin's write: (template, the write to await,
+        when this is the agent's first use in the task). An admin's new version reaches the
+        next task; the running one finishes on the version it started with."""
+        session = await self.session(sid)
+        version = session.agent_versions.get(name)
+        if version is not None:
+            return await self.agents.pinned(self.store.pool, name, version), None
+        template = self.agents.get(name)
+        versions = {**session.agent_versions, name: template.version}
+        self._rows[sid] = dataclasses.replace(session, agent_versions=versions)
+        return template, self.store.pin_agent_version(sid, name, template.version)
 
     async def switch(
         self,
@@ -199,11 +245,13 @@ class AgentLoop:
         if session.current_agent == to_agent:
             return
         self.agents.get(to_agent)
+        # Before the first wait: the new agent's first prompt may be built meanwhile.
+        self._switched[sid] = (session.current_agent, to_agent, reason)
         await self.ledger.record_switch(
             sid, session.current_agent, to_agent, reason, confidence, method
         )
-        if sid in self._rows:
-            self._rows[sid] = dataclasses.replace(session, current_agent=to_agent)
+        if sid in self._rows:  # re-read: a pin may have been recorded meanwhile
+            self._rows[sid] = dataclasses.replace(self._rows[sid], current_agent=to_agent)
         self.post(
             await self.audience(sid),
             events.agent_switched(session.current_agent, to_agent, reason, confidence),
@@ -226,6 +274,9 @@ class AgentLoop:
                         if await self.process(call, budget):
                             return
                         continue
+                    if budget.stop is not None:
+                        await self.limits.stop_condition(sid, budget)
+                        return
                 template = first.template if first else await self.current(sid)
                 spent = turn_budget_spent(template, budget)
                 if spent is not None:
@@ -265,10 +316,14 @@ class AgentLoop:
         session = await self.session(sid)
         history = first.history if first else await self.store.context(sid)
         ready = first.ready if first else None
+        handover = self.background(self.handover(sid, template.name))
         query = next((m.content for m in reversed(history) if m.role == "user"), "")
         pinned = SCRATCH.get({}).get("pinned_tools", ())
         everything = await self.toolbox.offered(template)
         tools = await self.toolbox.for_step(template, everything, query, sid, tuple(pinned))
+        spent = template.budgets.spent(session.clarifications_used, session.searches_used)
+        if spent:  # seed 003: a spent budget takes its tools out of the prompt
+            tools = [t for t in tools if t.name not in spent]
         counted = self.background(
             self.store.add_tool_tokens(sid, schema_tokens(tools), schema_tokens(everything))
         )
@@ -287,7 +342,7 @@ class AgentLoop:
                 "assistant", said(), name=template.name, reasoning=thought, **extra
             )
 
-        system = self.system_prompt(template, session)
+        system = system_prompt(template, session, await handover)
         fitted = await self.context.fit(sid, audience, template, system, history, tools)
         try:
             for attempt in range(2):
@@ -300,6 +355,7 @@ class AgentLoop:
                         max_tokens=template.max_tokens,
                         model=template.model,
                         with_reasoning=template.send_reasoning,
+                        upstream_seconds=template.budgets.llm_seconds,
                     ):
                         if ready is not None:  # nothing of the answer before the turn's writes
                             await asyncio.shield(ready)
@@ -370,18 +426,20 @@ class AgentLoop:
             )
         return None
 
-    @staticmethod
-    def system_prompt(template: AgentTemplate, session: SessionRow) -> str:
-        system = template.system_prompt
-        if session.system_prompt:
-            system += "\n\n" + session.system_prompt
-        return system
+    async def handover(self, sid: str, agent: str) -> Handover:
+        """What ``agent`` is told of the session it serves; a switch of this message may
+        still be on its way to Postgres: the one in memory is the latest."""
+        handover = await read_handover(self.store.pool, sid, agent)
+        switched = self._switched.get(sid)
+        if switched is not None and switched[1] == agent and switched[0] != agent:
+            handover = dataclasses.replace(handover, previous_agent=switched[0], reason=switched[2])
+        return handover
 
     @spans.tool_call
     async def process(self, call: LedgerCall, budget: Budget) -> bool:
         """Validate and route one proposed call; True when the session now waits."""
         sid = call.session_id
-        template = self.agents.get(call.agent)
+        template = await self.template(sid, call.agent)
         budget.tool_calls += 1
         if budget.tool_calls > template.max_tool_calls:
             message = f"this turn's tool call limit ({template.max_tool_calls}) is reached"
@@ -417,6 +475,10 @@ class AgentLoop:
                 paths.message or "path refused",
             )
         arguments = paths.normalised
+        if not await self.limits.spend(sid, template, call.tool_name):
+            return await self.refuse(
+                call, budget, "TOOL_VALIDATION_ERROR", template.budgets.refusal(call.tool_name)
+            )
         if spec.executor == "system":
             return await self.system_tools.run(call, template, arguments)
         if spec.executor == "agent":
@@ -434,6 +496,11 @@ class AgentLoop:
             result = run_local_tool(call.tool_name, arguments)
             await self.complete(call, result.content, "completed" if result.ok else "failed")
             return False
+        if call.tool_name == "apply_patch" and reviewed(
+            arguments.get("patch", ""), await self.ledger.reviewed_patches(sid)
+        ):
+            await self.dispatch(call, arguments, reason=APPROVED_IN_REVIEW)
+            return True
         verdict = await self.hitl.evaluate(
             sid, template.name, call.tool_name, arguments, template.hitl
         )
@@ -448,6 +515,7 @@ class AgentLoop:
                 verdict,
                 call.plan_id,
                 call.step_id,
+                template.budgets.approval_seconds,
             )
             await self.ledger.set_state(
                 call,
@@ -459,6 +527,13 @@ class AgentLoop:
             await self.emit(
                 sid,
                 self.tool_call_event(call, arguments, True, verdict.reason),
+                events.call_status(
+                    call.call_id,
+                    "waiting_human",
+                    call.tool_name,
+                    plan_id=call.plan_id,
+                    step_id=call.step_id,
+                ),
                 events.done("awaiting_approval"),
             )
             return True
@@ -490,13 +565,22 @@ class AgentLoop:
             events.done("awaiting_tool_result"),
         )
 
-    async def complete(self, call: LedgerCall, content: str, state: str = "completed") -> None:
-        """Record the call's outcome as the tool message the model will read."""
+    async def complete(
+        self,
+        call: LedgerCall,
+        content: str,
+        state: str = "completed",
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        """Record the call's outcome as the tool message the model will read (``extra``:
+        more of the outcome for the runtime itself, kept beside the content)."""
         await self.store.add_message(
             call.session_id,
             StoredMessage("tool", content, name=call.tool_name, tool_call_id=call.call_id),
         )
-        await self.ledger.set_state(call, state, result={"content": content})
+        await self.ledger.set_state(call, state, result={"content": content, **(extra or {})})
+        if state == "completed" and call.tool_name in await self.limits.stop_tools(call):
+            self.budgets.setdefault(call.session_id, Budget()).stop = call.tool_name
         await self.records.note(call, state)
 
     async def refuse(
@@ -519,7 +603,7 @@ class AgentLoop:
                 ),
             )
         budget.invalid += 1
-        template = self.agents.get(call.agent)
+        template = await self.template(call.session_id, call.agent)
         if budget.invalid > template.max_invalid_arguments:
             await self.close_open_calls(call.session_id, "Skipped: the turn was stopped.")
             await self.emit(

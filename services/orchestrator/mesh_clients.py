@@ -17,6 +17,8 @@ import grpc
 from codelab.v1 import common_pb2, hitl_pb2, hitl_pb2_grpc, toolsearch_pb2, toolsearch_pb2_grpc
 from services.common.channels import error_code
 from services.common.errors import ErrorKind, ServiceError
+from services.orchestrator.agent_search import Directory
+from services.orchestrator.template_vectors import Embed
 from services.orchestrator.toolbox import ToolSpec, catalog_from_json
 
 T = TypeVar("T")
@@ -126,6 +128,7 @@ class HitlClient:
         verdict: Verdict,
         plan_id: str | None,
         step_id: str | None,
+        timeout_seconds: int | None = None,
     ) -> None:
         await call(
             lambda: self.stub.CreateApproval(
@@ -139,6 +142,7 @@ class HitlClient:
                     risk=verdict.risk,
                     plan_id=plan_id,
                     step_id=step_id,
+                    timeout_seconds=timeout_seconds or 0,
                 )
             )
         )
@@ -186,6 +190,9 @@ class HitlClient:
         call_id: str = "",
         feedback: str | None = None,
         details: Mapping[str, Any] | None = None,
+        tool_name: str = "",
+        original: Mapping[str, Any] | None = None,
+        modified: Mapping[str, Any] | None = None,
     ) -> None:
         entry = hitl_pb2.AuditEntry(
             session_id=session_id,
@@ -194,9 +201,14 @@ class HitlClient:
             user_id=user_id,
             call_id=call_id,
             feedback=feedback,
+            tool_name=tool_name,
         )
         if details:
             entry.details_json = json.dumps(details)
+        if original is not None:
+            entry.original_arguments_json = json.dumps(original)
+        if modified is not None:
+            entry.modified_arguments_json = json.dumps(modified)
         await call(lambda: self.stub.RecordAudit(entry))
 
 
@@ -233,9 +245,6 @@ def tool_searcher(stub: toolsearch_pb2_grpc.ToolSearchAsyncStub) -> Any:
     return search
 
 
-Directory = Callable[[str, Sequence[tuple[str, str]], int], Awaitable[list[tuple[str, float]]]]
-
-
 def directory_searcher(stub: toolsearch_pb2_grpc.ToolSearchAsyncStub) -> Directory:
     """The agent directory of toolsearch: (name, capability text) candidates, ranked."""
 
@@ -251,3 +260,16 @@ def directory_searcher(stub: toolsearch_pb2_grpc.ToolSearchAsyncStub) -> Directo
         return [(hit.name, hit.score) for hit in reply.hits]
 
     return search
+
+
+def directory_embedder(stub: toolsearch_pb2_grpc.ToolSearchAsyncStub) -> Embed:
+    """The agent directory's vectors of (key, capability text) entries."""
+
+    async def embed(entries: Sequence[tuple[str, str]]) -> list[tuple[str, list[float]]]:
+        request = toolsearch_pb2.EmbedDirectoryRequest(
+            entries=[toolsearch_pb2.DirectoryEntry(name=n, text=t) for n, t in entries]
+        )
+        reply = await call(lambda: stub.EmbedDirectory(request))
+        return [(v.name, list(v.vector)) for v in reply.vectors]
+
+    return embed

@@ -29,6 +29,7 @@ class MeteredLlm(LlmClient):
         max_tokens: int | None = None,
         model: str = "",
         with_reasoning: bool = False,
+        upstream_seconds: float | None = None,
     ) -> AsyncIterator[ModelOutput]:
         await self.limits.admit_model_call(session_id)
         async for output in super().complete(
@@ -40,6 +41,7 @@ class MeteredLlm(LlmClient):
             max_tokens=max_tokens,
             model=model,
             with_reasoning=with_reasoning,
+            upstream_seconds=upstream_seconds,
         ):
             if isinstance(output, ModelFinished):
                 await self.limits.record(

@@ -137,7 +137,7 @@ class PlanRunner:
             await loop.emit(
                 sid, events.plan_rejected(plan.plan_id, plan.approval_request_id, feedback)
             )
-            await loop.finish(sid, loop.agents.get(plan.planner))
+            await loop.finish(sid, await loop.template(sid, plan.planner))
         else:
             plan.status = "modified"
             await loop.ledger.save_plan(plan)
@@ -148,6 +148,12 @@ class PlanRunner:
                 "rejected",
             )
             await loop.switch(sid, plan.planner, "plan modification requested", method="plan")
+            await loop.notify(
+                sid,
+                events.plan_modification_requested(
+                    plan.plan_id, plan.approval_request_id, plan.planner, feedback
+                ),
+            )
             await loop.advance(sid)
 
     async def start_step(self, plan: Plan, index: int) -> None:
@@ -192,9 +198,23 @@ class PlanRunner:
         plan.status = "completed"
         await loop.ledger.save_plan(plan)
         await loop.emit(
-            sid, events.plan_update(plan.plan_id, plan.steps, step["id"]), self.chain(plan)
+            sid,
+            events.plan_update(plan.plan_id, plan.steps, step["id"]),
+            self.chain(plan),
+            self.completed(plan, "completed"),
         )
         return False
+
+    @staticmethod
+    def completed(plan: Plan, status: str) -> Any:
+        """execution_completed for ``plan``, summing up what each step reported."""
+        summary = "\n".join(
+            f"{s['id']}. {s['desc']} ({s['agent']}, {s['status']}): {s.get('result', '')}"
+            for s in plan.steps
+        )
+        return events.execution_completed(
+            "plan", plan.plan_id, status, summary, plan_id=plan.plan_id, agent=plan.planner
+        )
 
     async def fail_running(self, sid: str, reason: str) -> None:
         plan = await self.loop.ledger.running_plan(sid)
@@ -207,6 +227,7 @@ class PlanRunner:
             sid,
             events.plan_progress(plan.plan_id, step["id"], reason, "error"),
             events.plan_update(plan.plan_id, plan.steps, step["id"]),
+            self.completed(plan, "failed"),
         )
 
     async def cancel_running(self, sid: str) -> None:

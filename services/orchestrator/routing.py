@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -24,7 +24,7 @@ __all__ = [
 
 SPECIALISTS = ("coder", "architect", "debug", "ask")
 Confidence = Literal["high", "medium", "low"]
-Method = Literal["llm", "salvaged", "keywords"]
+Method = Literal["llm", "salvaged", "keywords", "directory"]
 _CONFIDENCES: tuple[Confidence, ...] = ("high", "medium", "low")
 # Bounds the scan for an embedded object: a runaway answer must not cost quadratic time.
 _MAX_SCAN_CHARS = 20_000
@@ -36,7 +36,8 @@ class Classification:
     """Which specialist should take the request, how sure the router is, and why.
 
     ``method`` records how the decision was reached: the model's JSON (``llm``), a regex
-    over a malformed answer (``salvaged``) or the keyword fallback (``keywords``).
+    over a malformed answer (``salvaged``), the keyword fallback (``keywords``) or, when
+    no keyword matched, an admin's template the agent directory found (``directory``).
     """
 
     agent: str
@@ -45,8 +46,10 @@ class Classification:
     method: Method
 
 
-def classification_prompt(user_message: str) -> str:
-    """The routing prompt of the spec, asking the model for a JSON verdict."""
+def classification_prompt(user_message: str, extra: Sequence[tuple[str, str]] = ()) -> str:
+    """The routing prompt of the spec, asking the model for a JSON verdict; ``extra``:
+    (name, description) of further templates the agent directory ranked for the request."""
+    more = "".join(f"- {name}: {description}\n" for name, description in extra)
     return (
         "Analyze the following user request and determine which specialized agent should "
         "handle it.\n\n"
@@ -54,7 +57,8 @@ def classification_prompt(user_message: str) -> str:
         "- coder: For writing, modifying, or refactoring code\n"
         "- architect: For planning, designing, or creating technical specifications\n"
         "- debug: For troubleshooting, investigating errors, or analyzing logs\n"
-        "- ask: For answering questions or explaining concepts\n\n"
+        "- ask: For answering questions or explaining concepts\n"
+        f"{more}\n"
         f"User request: {user_message}\n\n"
         'Respond with JSON: {"agent": "agent_name", "confidence": "high|medium|low", '
         '"reason": "explanation"}'

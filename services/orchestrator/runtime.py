@@ -221,11 +221,14 @@ class Runtime:
             raise
         loop.begin(sid, start, history)
         agent = start.session.current_agent
-        agent = agent if self.agents.has(agent) else self.agents.entry
+        version = start.session.agent_versions.get(agent)
+        agent = agent if self.agents.has(agent) or version else self.agents.entry
         try:
             # A pooled instance serves the session while this message is handled; its
             # scratch state is wiped when it goes back to the pool (no leaks between sessions).
-            async with self.instances.lease(agent, sid) as instance:
+            # A task goes on with the version it started on, whatever an admin wrote since.
+            pinned = await self.agents.pinned(self.store.pool, agent, version) if version else None
+            async with self.instances.lease(agent, sid, pinned=pinned) as instance:
                 token = SCRATCH.set(instance.scratch)
                 try:
                     await self._handle_in_task(sid, user_id, item)
@@ -279,7 +282,7 @@ class Runtime:
             if kind == "user_message":
                 await inputs.user_message(sid, item.user_message)
             elif kind == "tool_result":
-                await inputs.tool_result(sid, item.tool_result)
+                await inputs.tool_result(sid, item.tool_result, user_id)
             elif kind == "hitl_decision":
                 await inputs.hitl_decision(sid, user_id, item.hitl_decision)
             elif kind == "plan_decision":

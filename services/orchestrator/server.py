@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import cast
 
 from grpc import aio
@@ -24,6 +26,7 @@ from services.orchestrator.access_servicer import SERVICE_NAME as ACCESS_SERVICE
 from services.orchestrator.access_servicer import AccessServicer
 from services.orchestrator.admin_servicer import SERVICE_NAME as ADMIN_SERVICE_NAME
 from services.orchestrator.admin_servicer import AgentAdminServicer
+from services.orchestrator.agent_search import AgentDirectory
 from services.orchestrator.api_keys import ApiKeys
 from services.orchestrator.hub import SessionHub
 from services.orchestrator.inputs import Inputs
@@ -34,6 +37,7 @@ from services.orchestrator.llm import LlmClient
 from services.orchestrator.loop import AgentLoop
 from services.orchestrator.mesh_clients import (
     HitlClient,
+    directory_embedder,
     directory_searcher,
     load_catalog,
     tool_searcher,
@@ -48,6 +52,7 @@ from services.orchestrator.servicer import (
     add_runtime_servicer,
 )
 from services.orchestrator.store import SQL_DIR, SessionStore
+from services.orchestrator.template_vectors import keep_embedded
 from services.orchestrator.templates import AgentRegistry, install_templates
 from services.orchestrator.toolbox import Toolbox
 
@@ -91,6 +96,7 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         Toolbox(lambda: load_catalog(toolsearch), agents.all, tool_searcher(toolsearch)),
         hitl,
     )
+    loop.directory = AgentDirectory(agents, directory_searcher(toolsearch))
     inputs = Inputs(loop, PlanRunner(loop))
     instances = InstancePool(
         pool, agents, clients={"llm": llm, "hitl": hitl, "toolbox": loop.toolbox}
@@ -108,9 +114,7 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         retention_days=settings.session_retention_days,
     )
     servicer = AgentRuntimeServicer(runtime, hub, store, ledger, agents, hitl)
-    admin = AgentAdminServicer(
-        pool, agents, loop.toolbox, instances, directory_searcher(toolsearch)
-    )
+    admin = AgentAdminServicer(pool, agents, loop.toolbox, instances, loop.directory.directory)
 
     keys = ApiKeys(pool)
     await keys.seed(
@@ -135,6 +139,13 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
     server, port = create_server(settings, deps, address)
     await instances.start()
     await runtime.start()
+    vectors = asyncio.create_task(keep_embedded(pool, directory_embedder(toolsearch)))
+
+    async def stop_vectors() -> None:
+        vectors.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await vectors
+
     # Closers run last-registered first: the runtime's jobs stop before the pool and the
     # channels they use go away.
     for channel in channels.values():
@@ -142,6 +153,7 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
     server.on_stop.append(instances.close)
     server.on_stop.append(hub.close)
     server.on_stop.append(runtime.close)
+    server.on_stop.append(stop_vectors)
     return server, port
 
 

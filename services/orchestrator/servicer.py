@@ -194,6 +194,14 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
         row, _ = await self.store.ensure_session(
             sid, request.user_id, request.title, request.system_prompt, self.agents.entry
         )
+        if request.HasField("metadata_json"):
+            try:
+                metadata = json.loads(request.metadata_json)
+            except ValueError:
+                metadata = None
+            if not isinstance(metadata, dict):
+                raise InvalidInput("metadata must be a JSON object", code="MISSING_REQUIRED_FIELD")
+            await self.store.set_context_metadata(sid, metadata)
         if request.busy_policy and request.busy_policy != row.busy_policy:
             await self.store.set_busy_policy(sid, request.busy_policy)
             row = await self.store.get_session(sid, request.user_id)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,10 @@ class SessionRow:
     turn_state: str = "idle"
     tool_tokens_offered: int = 0
     tool_tokens_all: int = 0
+    agent_versions: Mapping[str, int] = field(default_factory=dict)
+    """The template version each agent of the running task is pinned to."""
+    clarifications_used: int = 0
+    searches_used: int = 0
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,9 @@ def _session(row: asyncpg.Record) -> SessionRow:
         turn_state=row["turn_state"],
         tool_tokens_offered=row["tool_tokens_offered"],
         tool_tokens_all=row["tool_tokens_all"],
+        agent_versions=row.get("agent_versions") or {},
+        clarifications_used=row.get("clarifications_used") or 0,
+        searches_used=row.get("searches_used") or 0,
     )
 
 
@@ -124,7 +131,7 @@ class SessionStore:
         agent: str = "orchestrator",
     ) -> tuple[SessionRow, bool]:
         """The session, created when missing; (row, created). Another user's: not found."""
-        async with db_errors("create session", "DB_WRITE_ERROR"):
+        async with db_errors("create session", "SESSION_CREATION_FAILED"):
             created = await self.pool.fetchval(
                 QUERIES["upsert_session"], session_id, user_id, title, system_prompt, agent
             )
@@ -133,7 +140,7 @@ class SessionStore:
 
     async def attach(self, session_id: str, user_id: str, agent: str) -> None:
         """Create the session when missing; another user's (or a deleted) one: not found."""
-        async with db_errors("create session", "DB_WRITE_ERROR"):
+        async with db_errors("create session", "SESSION_CREATION_FAILED"):
             row = await self.pool.fetchrow(QUERIES["attach_session"], session_id, user_id, agent)
             if row is None:
                 # Created by a concurrent attach that committed after this statement's
@@ -332,3 +339,16 @@ class SessionStore:
     async def add_tool_tokens(self, session_id: str, offered: int, everything: int) -> None:
         async with db_errors("save tool tokens", "DB_WRITE_ERROR"):
             await self.pool.execute(QUERIES["add_tool_tokens"], session_id, offered, everything)
+
+    async def pin_agent_version(self, session_id: str, agent: str, version: int) -> None:
+        async with db_errors("pin template version", "DB_WRITE_ERROR"):
+            await self.pool.execute(QUERIES["pin_agent_version"], session_id, agent, version)
+
+    async def set_context_metadata(self, session_id: str, metadata: Mapping[str, Any]) -> None:
+        """Merge ``metadata`` into the session's context metadata (seed 000)."""
+        async with db_errors("save session", "DB_WRITE_ERROR"):
+            await self.pool.execute(QUERIES["set_context_metadata"], session_id, metadata)
+
+    async def spend_budget(self, session_id: str, clarifications: int, searches: int) -> None:
+        async with db_errors("save session", "DB_WRITE_ERROR"):
+            await self.pool.execute(QUERIES["spend_budget"], session_id, clarifications, searches)

@@ -14,7 +14,7 @@ from services.orchestrator.agent_instance import SCRATCH
 from services.orchestrator.events import new_id
 from services.orchestrator.ledger import LedgerCall
 from services.orchestrator.templates import AgentTemplate
-from services.orchestrator.toolbox import SWITCH_AGENT, TOOL_SEARCH
+from services.orchestrator.toolbox import AGENT_SEARCH, AGENT_TOOL_PREFIX, SWITCH_AGENT, TOOL_SEARCH
 
 if TYPE_CHECKING:
     from services.orchestrator.loop import AgentLoop
@@ -39,6 +39,8 @@ class SystemTools:
             return False
         if call.tool_name == TOOL_SEARCH:
             return await self.tool_search(call, template, arguments)
+        if call.tool_name == AGENT_SEARCH:
+            return await self.agent_search(call, template, arguments)
         if call.tool_name == "create_plan" and self.loop.plans is not None:
             waiting: bool = await self.loop.plans.propose(call, template, arguments)
             return waiting
@@ -85,5 +87,29 @@ class SystemTools:
         listing = [
             {"name": n, "description": catalog[n].description} for n in found if n in catalog
         ]
+        await self.loop.complete(call, json.dumps(listing))
+        return False
+
+    async def agent_search(
+        self, call: LedgerCall, template: AgentTemplate, arguments: dict[str, Any]
+    ) -> bool:
+        """The agent directory (seed 003 section 7.1) for an agent that delegates: the
+        agents ranked for the query, and the tool that reaches each."""
+        offered = {t.name for t in await self.loop.toolbox.offered(template)}
+        candidates = [t for t in self.loop.agents.all() if t.name != template.name]
+        hits = await self.loop.directory.ranked(
+            arguments["query"], int(arguments.get("top_k", 5)), candidates
+        )
+        listing = []
+        for hit in hits:
+            tool = AGENT_TOOL_PREFIX + hit.template.name
+            listing.append(
+                {
+                    "name": hit.template.name,
+                    "description": hit.template.description,
+                    "score": round(hit.score, 4),
+                    "tool": tool if tool in offered else None,
+                }
+            )
         await self.loop.complete(call, json.dumps(listing))
         return False

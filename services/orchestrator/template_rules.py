@@ -12,7 +12,9 @@ The stored shape::
                       clarification_response_template, [compaction_prompt]}
     llm_config       {model, temperature, max_tokens, [context_window, max_output_tokens,
                       send_reasoning]}   ([...]: stored only when given)
-    execution_policy {max_iterations, max_tool_calls, max_invalid_arguments, max_turn_tokens}
+    execution_policy {max_iterations, max_tool_calls, max_invalid_arguments, [max_turn_tokens],
+                      max_clarifications?, max_searches?, timeouts?, stop_conditions?}
+                      (the optional ones: budgets.py)
     tool_policy      {mode: static | retrieval, allowed: [tool | "*" | "agent.<name>" |
                       "agent.*"], required, max_tools}
     file_restrictions [regex], handoff [agent],
@@ -28,6 +30,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from services.common.errors import InvalidInput, NotFound
+from services.orchestrator.budgets import OPTIONAL_KEYS, canonical_budgets
 
 ALL_TOOLS = "*"
 AGENT_TOOL_PREFIX = "agent."
@@ -61,6 +64,7 @@ TOP_LEVEL = (
     "name", "display_name", "description", "base_class", "prompt_pack", "llm_config",
     "execution_policy", "tool_policy", "file_restrictions", "handoff", "hitl", "multiagent_meta",
 )  # fmt: skip
+TURN_TOKENS = "max_turn_tokens"
 
 
 class InvalidTemplate(InvalidInput):
@@ -224,7 +228,9 @@ def canonical(raw: Any) -> dict[str, Any]:
         raise InvalidTemplate("'prompt_pack.system_prompt' is required and must not be empty")
     llm = _section(top, "llm_config", LLM_KEYS + BUDGET_KEYS + ("send_reasoning",))
     budget = _budget(llm)
-    execution = _section(top, "execution_policy", (*EXECUTION_DEFAULTS, "max_turn_tokens"))
+    execution = _section(
+        top, "execution_policy", (*EXECUTION_DEFAULTS, TURN_TOKENS, *OPTIONAL_KEYS)
+    )
     tools = _section(top, "tool_policy", ("mode", "allowed", "required", "max_tools"))
     mode = _text(tools, "mode", "tool_policy.", "static") or "static"
     if mode not in TOOL_MODES:
@@ -252,15 +258,18 @@ def canonical(raw: Any) -> dict[str, Any]:
             **budget,
         },
         "execution_policy": {
-            key: _number(execution, key, "execution_policy.", default, int)
-            for key, default in EXECUTION_DEFAULTS.items()
-        }
-        # Prompt + completion tokens a turn may spend (BUDGET_EXCEEDED past it); absent: off.
-        | (
-            {"max_turn_tokens": _number(execution, "max_turn_tokens", "execution_policy.", 0, int)}
-            if "max_turn_tokens" in execution
-            else {}
-        ),
+            **{
+                key: _number(execution, key, "execution_policy.", default, int)
+                for key, default in EXECUTION_DEFAULTS.items()
+            },
+            # Prompt + completion tokens a turn may spend (BUDGET_EXCEEDED past it); absent: off.
+            **(
+                {"max_turn_tokens": _number(execution, TURN_TOKENS, "execution_policy.", 0, int)}
+                if TURN_TOKENS in execution
+                else {}
+            ),
+            **canonical_budgets(execution),
+        },
         "tool_policy": {
             "mode": mode,
             "allowed": allowed,

@@ -103,6 +103,17 @@ class TemplateStore:
             )
         return row, True
 
+    async def unembedded(self) -> list[TemplateRow]:
+        """Active versions whose capability text has no vector yet."""
+        async with db_errors("read templates", "DB_READ_ERROR"):
+            rows = await self.pool.fetch(QUERIES["unembedded_templates"])
+        return [_row(r) for r in rows]
+
+    async def set_embedding(self, name: str, version: int, vector: list[float]) -> None:
+        literal = "[" + ",".join(f"{x:.7g}" for x in vector) + "]"  # pgvector's text form
+        async with db_errors("save template embedding", "DB_WRITE_ERROR"):
+            await self.pool.execute(QUERIES["set_template_embedding"], name, version, literal)
+
     async def latest(self, *, include_inactive: bool = False) -> list[TemplateRow]:
         """The newest (active, unless ``include_inactive``) version of each template."""
         async with db_errors("read templates", "DB_READ_ERROR"):

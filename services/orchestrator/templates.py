@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from services.common.db import Pool
+from services.orchestrator.budgets import Budgets
 from services.orchestrator.template_rules import (
     ALL_TOOLS,
     DEFAULT_BASE_CLASS,
@@ -110,6 +111,8 @@ class AgentTemplate:
     """system_prompt, initial_user_request_template, clarification_response_template."""
     multiagent_meta: Mapping[str, Any] = field(default_factory=dict)
     """capabilities (text) and tags: what agent search ranks on."""
+    budgets: Budgets = field(default_factory=Budgets)
+    """execution_policy's optional budgets: clarifications, searches, timeouts, stops."""
 
     @classmethod
     def from_definition(cls, definition: Mapping[str, Any], version: int = 1) -> AgentTemplate:
@@ -153,6 +156,7 @@ class AgentTemplate:
             tool_policy=policy,
             prompt_pack=prompts,
             multiagent_meta=definition.get("multiagent_meta", {}),
+            budgets=Budgets.of(execution),
         )
 
     @classmethod

@@ -18,6 +18,7 @@ from services.orchestrator.tokens import MESSAGE_OVERHEAD, fixed_text_tokens
 
 SWITCH_AGENT = "switch_agent"
 TOOL_SEARCH = "tool_search"
+AGENT_SEARCH = "agent_search"
 AGENT_TOOL_PREFIX = "agent."
 
 
@@ -108,6 +109,25 @@ def tool_search_spec() -> ToolSpec:
     )
 
 
+def agent_search_spec() -> ToolSpec:
+    """The agent directory for agents that delegate: which agent suits a sub-task."""
+    return ToolSpec(
+        name=AGENT_SEARCH,
+        description="Search the agent directory for the agents best suited to a task; "
+        "delegate to one with its agent.<name> tool.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "minLength": 1},
+                "top_k": {"type": "integer", "minimum": 1, "maximum": 10},
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+        executor="system",
+    )
+
+
 def schema_tokens(tools: Sequence[ToolSpec]) -> int:
     """Roughly what the tools' schemas cost in the prompt (4 characters a token)."""
     return sum(t.schema_chars for t in tools) // 4
@@ -163,6 +183,8 @@ class Toolbox:
             for t in self._templates()
             if t.name != template.name and (t.name in delegates or "*" in delegates)
         )
+        if delegates:  # an agent that may delegate may look the agents up
+            tools.append(agent_search_spec())
         return tools
 
     async def for_step(
@@ -178,7 +200,7 @@ class Toolbox:
         pinned and runtime tools (retrieval)."""
         if template.tool_policy.mode != "retrieval" or not query or self.search is None:
             return list(everything)
-        runtime = {TOOL_SEARCH, SWITCH_AGENT}
+        runtime = {TOOL_SEARCH, SWITCH_AGENT, AGENT_SEARCH}
         searchable = [
             t.name
             for t in everything

@@ -10,7 +10,7 @@ from grpc import aio
 from codelab.v1 import toolsearch_pb2 as pb
 from codelab.v1 import toolsearch_pb2_grpc as pb_grpc
 from services.toolsearch.catalog import SearchFilters, Tool, ToolDraft, make_draft
-from services.toolsearch.directory import search_directory
+from services.toolsearch.directory import MAX_ENTRIES, search_directory
 from services.toolsearch.embedder import Embedder
 from services.toolsearch.errors import InvalidSearch, InvalidTool
 from services.toolsearch.indexing import Indexer
@@ -124,6 +124,22 @@ class ToolSearchServicer(pb_grpc.ToolSearchServicer):
                 )
                 for h in hits
             ]
+        )
+
+    async def EmbedDirectory(
+        self, request: pb.EmbedDirectoryRequest, context: aio.ServicerContext[Any, Any]
+    ) -> pb.EmbedDirectoryResponse:
+        if self.embedder is None:
+            raise InvalidSearch("this server has no embedder for the agent directory")
+        if not 1 <= len(request.entries) <= MAX_ENTRIES:
+            raise InvalidSearch(f"give 1 to {MAX_ENTRIES} directory entries")
+        vectors = await self.embedder.embed([e.text for e in request.entries])
+        return pb.EmbedDirectoryResponse(
+            model=self.embedder.model_id,
+            vectors=[
+                pb.DirectoryVector(name=e.name, vector=list(v))
+                for e, v in zip(request.entries, vectors, strict=True)
+            ],
         )
 
     async def ListTools(

@@ -67,7 +67,9 @@ async def ws_turn(mesh: Mesh, sid: str, text: str) -> None:
 async def test_templates_carry_seed_003_fields(http: httpx.AsyncClient) -> None:
     templates = (await http.get("/admin/templates")).json()["templates"]
     by_name = {t["name"]: t for t in templates}
-    assert set(by_name) == {"orchestrator", "coder", "architect", "debug", "ask", "universal"}
+    assert set(by_name) == {
+        "orchestrator", "coder", "architect", "debug", "ask", "universal", "conductor",
+    }  # fmt: skip
     for template in templates:
         assert set(template["definition"]) >= SEED_003_FIELDS and template["active"]
         assert template["source"] == "builtin" and template["version"] >= 1
@@ -132,7 +134,7 @@ async def test_bad_definitions_are_refused_with_spec_codes(
 
 
 async def test_template_request_errors(http: httpx.AsyncClient) -> None:
-    assert_error(await http.post("/admin/templates", content=b"{oops"), 400, "INVALID_MESSAGE_TYPE")
+    assert_error(await http.post("/admin/templates", content=b"{oops"), 400, "INVALID_MESSAGE")
     assert_error(await http.get("/admin/templates/ghost"), 404, "AGENT_NOT_FOUND")
     assert_error(await http.get("/admin/templates/ask?version=99"), 404, "AGENT_NOT_FOUND")
     assert_error(await http.get("/admin/templates/ask?version=x"), 400, "MISSING_REQUIRED_FIELD")

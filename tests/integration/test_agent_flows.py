@@ -26,6 +26,11 @@ def offered(request: dict[str, Any]) -> set[str]:
     return {t["function"]["name"] for t in request.get("tools", [])}
 
 
+def statuses(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """Seed 004's HITL statuses of the calls, in order."""
+    return [(e["call_id"], e["status"]) for e in of(events, "status")]
+
+
 def wire(names: set[str]) -> set[str]:
     """The names the upstream sees for catalog names (``git.diff`` goes as ``git_diff``)."""
     mapping = ToolNames(names)
@@ -251,7 +256,9 @@ async def test_approve_sends_a_fresh_call_then_the_result_continues(mesh: Mesh) 
         (ask,) = of(first, "tool_call")
         assert ask["requires_approval"] is True and ask["reason"]
         assert first[-1]["status"] == "awaiting_approval"
+        assert statuses(first) == [(ask["call_id"], "waiting_human")]  # seed 004
         second = await client.decide(ask["call_id"], "approve")
+        assert statuses(second) == [(ask["call_id"], "approved")]
         (go,) = of(second, "tool_call")
         assert (go["call_id"], go["requires_approval"], go["arguments"]) == (
             ask["call_id"],
@@ -282,6 +289,7 @@ async def test_edit_with_seed_004_spelling_runs_the_edited_arguments(mesh: Mesh)
         )
     (go,) = of(second, "tool_call")
     assert go["arguments"] == edited and go["requires_approval"] is False
+    assert statuses(second) == [(call_id, "edited_by_human")]
 
 
 async def test_edit_that_breaks_the_file_rules_is_refused_and_stays_pending(mesh: Mesh) -> None:
@@ -307,6 +315,8 @@ async def test_reject_feeds_the_users_feedback_to_the_model(mesh: Mesh) -> None:
         assert ask["requires_approval"] is True and "rm" in ask["reason"]
         second = await client.decide(ask["call_id"], "reject", feedback="keep the build dir")
     assert not of(second, "tool_call")
+    (status,) = of(second, "status")
+    assert (status["status"], status["feedback"]) == ("rejected", "keep the build dir")
     assert text_of(second) == "Understood."
     tool = mesh.scripted.requests[-1]["messages"][-1]
     assert tool["role"] == "tool" and "keep the build dir" in tool["content"]

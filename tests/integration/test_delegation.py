@@ -52,7 +52,7 @@ async def test_a_delegate_answers_for_the_parent(mesh: Mesh) -> None:
     async with ide(mesh, "delegate") as client:
         first = await client.say("what does main.py do?", agent_type="lead")
         lead_request = mesh.scripted.requests[-2]
-        assert {"agent_ask", "agent_debug", "read_file"} == offered(lead_request)
+        assert {"agent_ask", "agent_debug", "agent_search", "read_file"} == offered(lead_request)
         (call,) = of(first, "tool_call")  # the delegate's IDE call reaches the parent's client
         assert (call["agent"], call["tool_name"]) == ("ask", "read_file")
         (chain,) = of(first, "agent_chain_update")
@@ -62,6 +62,13 @@ async def test_a_delegate_answers_for_the_parent(mesh: Mesh) -> None:
     assert text_of(second).endswith("The ask agent says: main.py prints a greeting.")
     done_chain = of(second, "agent_chain_update")[-1]
     assert [a["status"] for a in done_chain["agents"]] == ["running", "done"]
+    (completed,) = of(second, "execution_completed")  # seed 002: the delegated chain ended
+    assert (completed["kind"], completed["execution_id"], completed["agent"]) == (
+        "delegation",
+        chain["chain_id"],
+        "lead",
+    )
+    assert completed["summary"] == "main.py prints a greeting."
     child_prompt = mesh.scripted.requests[-3]["messages"]
     assert "You are the Ask agent" in child_prompt[0]["content"]
     assert child_prompt[1]["content"] == "Explain what main.py does\n\nContext: a small CLI"

@@ -17,6 +17,7 @@ from services.common.settings import SettingsError
 from services.gateway.app import create_app
 from services.gateway.auth import check_bind
 from tests.support.mesh import Mesh, running_mesh
+from tests.support.sse import parse_sse
 
 
 @pytest.fixture
@@ -52,8 +53,8 @@ async def test_websocket_turn_has_tokens_then_done_with_session_and_seq(mesh: Me
 @pytest.mark.parametrize(
     ("frame", "code"),
     [
-        ("{not json", "INVALID_MESSAGE_TYPE"),
-        ('["a", "list"]', "INVALID_MESSAGE_TYPE"),
+        ("{not json", "INVALID_MESSAGE"),
+        ('["a", "list"]', "INVALID_MESSAGE"),
         ('{"type": "teleport"}', "INVALID_MESSAGE_TYPE"),
         ('{"content": "no type"}', "MISSING_REQUIRED_FIELD"),
         ('{"type": "user_message", "role": "user"}', "MISSING_REQUIRED_FIELD"),
@@ -77,20 +78,6 @@ async def test_bad_input_gets_an_error_event_and_the_socket_stays_open(
         events = await receive_until_done(ws)
     assert events[-1]["status"] == "completed"
     assert events[0]["seq"] > error["seq"]
-
-
-def parse_sse(text: str) -> list[tuple[str, str]]:
-    """(event, data) pairs and ('comment', ...) for heartbeats."""
-    frames: list[tuple[str, str]] = []
-    for block in text.split("\n\n"):
-        if not block.strip():
-            continue
-        if block.startswith(":"):
-            frames.append(("comment", block))
-            continue
-        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
-        frames.append((fields.get("event", "message"), fields["data"]))
-    return frames
 
 
 @pytest.mark.parametrize(
@@ -127,7 +114,7 @@ async def test_sse_sends_heartbeats_while_the_model_is_silent(mesh: Mesh) -> Non
 @pytest.mark.parametrize(
     ("raw", "code"),
     [
-        ("not json", "INVALID_MESSAGE_TYPE"),
+        ("not json", "INVALID_MESSAGE"),
         ('{"message": "no session"}', "MISSING_REQUIRED_FIELD"),
         ('{"session_id": "s", "message": {"type": "nope"}}', "INVALID_MESSAGE_TYPE"),
     ],

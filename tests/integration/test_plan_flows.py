@@ -76,6 +76,13 @@ async def test_plan_approved_runs_each_step_with_its_agent(mesh: Mesh) -> None:
     chains = of(events, "agent_chain_update")
     assert [a["agent_id"] for a in chains[0]["agents"]] == ["architect", "coder"]
     assert finished[-1]["status"] == "completed"
+    (completed,) = of(events, "execution_completed")  # seed 002: the plan finished
+    assert (completed["kind"], completed["execution_id"], completed["status"]) == (
+        "plan",
+        request["plan_id"],
+        "completed",
+    )
+    assert "Design written." in completed["summary"] and completed["agent"] == "coder"
     step_prompt = [m for m in mesh.scripted.requests[-2]["messages"] if m["role"] == "user"][-1]
     assert "Implement logging in api.py" in step_prompt["content"]
 
@@ -113,7 +120,14 @@ async def test_plan_modified_is_proposed_again_with_the_feedback(mesh: Mesh) -> 
                 "feedback": "skip the design step",
             }
         )
+    (asked,) = of(events, "plan_modification_requested")
+    assert (asked["plan_id"], asked["feedback"], asked["planner"]) == (
+        request["plan_id"],
+        "skip the design step",
+        "coder",
+    )
     (again,) = of(events, "plan_approval_required")
+    assert events.index(asked) < events.index(again)
     assert again["approval_request_id"] != request["approval_request_id"]
     assert again["plan_summary"]["subtasks_count"] == 1
     tool = mesh.scripted.requests[-1]["messages"][-1]

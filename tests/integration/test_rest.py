@@ -127,14 +127,14 @@ async def test_sessions_are_created_and_listed(http: httpx.AsyncClient) -> None:
 @pytest.mark.parametrize(
     ("path", "raw", "code"),
     [
-        ("/sessions", "{oops", "INVALID_MESSAGE_TYPE"),
-        ("/sessions", "[1]", "INVALID_MESSAGE_TYPE"),
+        ("/sessions", "{oops", "INVALID_MESSAGE"),
+        ("/sessions", "[1]", "INVALID_MESSAGE"),
         ("/sessions", '{"title": 5}', "MISSING_REQUIRED_FIELD"),
-        ("/agent/message", "not json", "INVALID_MESSAGE_TYPE"),
+        ("/agent/message", "not json", "INVALID_MESSAGE"),
         ("/agent/message", '{"message": "no session"}', "MISSING_REQUIRED_FIELD"),
         ("/agent/message", '{"session_id": "s"}', "MISSING_REQUIRED_FIELD"),
         ("/agent/message", '{"session_id": "s", "message": {"type": "x"}}', "INVALID_MESSAGE_TYPE"),
-        ("/agent/tool_result", "{", "INVALID_MESSAGE_TYPE"),
+        ("/agent/tool_result", "{", "INVALID_MESSAGE"),
         ("/agent/tool_result", '{"session_id": "s", "result": 1}', "MISSING_REQUIRED_FIELD"),
         ("/agent/tool_result", '{"session_id": "s", "call_id": "c"}', "MISSING_REQUIRED_FIELD"),
         ("/agent/tool_result", '{"call_id": "c", "result": 1}', "MISSING_REQUIRED_FIELD"),

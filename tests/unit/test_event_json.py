@@ -77,3 +77,42 @@ def test_a_token_keeps_non_ascii_text_as_is() -> None:
 def test_an_event_without_a_type_is_refused() -> None:
     with pytest.raises(ValueError, match="without a type"):
         event_json(pb.ServerEvent(seq=1))
+
+
+@pytest.mark.parametrize(
+    ("event", "expected"),
+    [
+        (
+            pb.ServerEvent(
+                execution_completed=pb.ExecutionCompleted(
+                    kind="plan", execution_id="plan_1", status="completed", summary="1. ok"
+                )
+            ),
+            {"kind": "plan", "execution_id": "plan_1", "status": "completed", "summary": "1. ok"},
+        ),
+        (
+            pb.ServerEvent(
+                plan_modification_requested=pb.PlanModificationRequested(
+                    content="c", plan_id="p", approval_request_id="r", planner="coder"
+                )
+            ),
+            {"content": "c", "plan_id": "p", "approval_request_id": "r", "planner": "coder"},
+        ),
+        (
+            pb.ServerEvent(
+                status=pb.CallStatus(
+                    call_id="call_1", status="edited_by_human", tool_name="w", feedback="f"
+                )
+            ),
+            {"call_id": "call_1", "status": "edited_by_human", "tool_name": "w", "feedback": "f"},
+        ),
+    ],
+)
+def test_the_seed_002_and_004_events_render_flat(
+    event: pb.ServerEvent, expected: dict[str, Any]
+) -> None:
+    kind = event.WhichOneof("event")
+    assert kind in KINDS
+    rendered = event_json(event)
+    assert rendered == {"type": kind, **expected, "session_id": "", "seq": 0, "timestamp": ""}
+    assert payload_json(getattr(event, kind)) == proto_json(getattr(event, kind))

@@ -33,10 +33,17 @@ READ_ONLY = [
 # --- tool-level rules ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("tool", ["write_file", "apply_patch", "apply_patch_review"])
+@pytest.mark.parametrize("tool", ["write_file", "apply_patch"])
 def test_file_modification_always_requires_approval(tool: str) -> None:
     decision = evaluate(tool, {"path": "README.md", "content": "x"})
     assert decision == ApprovalDecision(True, "File modification requires approval", "medium")
+
+
+def test_a_patch_review_is_its_own_approval_unless_a_template_asks_for_one() -> None:
+    decision = evaluate("apply_patch_review", {"patch": "--- a/x\n+++ b/x\n"})
+    assert decision == ApprovalDecision(False, "the IDE's patch review is the approval", "low")
+    strict = ApprovalPolicy(always_approve=frozenset({"apply_patch_review"}))
+    assert evaluate("apply_patch_review", {"patch": ""}, strict).requires_approval
 
 
 @pytest.mark.parametrize("tool", READ_ONLY)
@@ -50,7 +57,7 @@ def test_unknown_tools_fail_safe(tool: str) -> None:
 
 
 def test_default_policy_contents() -> None:
-    assert DEFAULT_POLICY.always_approve == {"write_file", "apply_patch", "apply_patch_review"}
+    assert DEFAULT_POLICY.always_approve == {"write_file", "apply_patch"}
     assert DEFAULT_POLICY.never_approve == frozenset(READ_ONLY)
     assert DEFAULT_POLICY.command_allow == () and DEFAULT_POLICY.command_deny == ()
     assert DEFAULT_POLICY.workspace_root == "."

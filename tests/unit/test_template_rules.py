@@ -57,7 +57,9 @@ def test_the_context_budget_is_stored_only_when_given() -> None:
 
 def test_builtins_keep_their_prompts_and_tools() -> None:
     by_name = {d["name"]: AgentTemplate.from_definition(d) for d in builtin_definitions()}
-    assert set(by_name) == {"orchestrator", "coder", "architect", "debug", "ask", "universal"}
+    assert set(by_name) == {
+        "orchestrator", "coder", "architect", "debug", "ask", "universal", "conductor",
+    }  # fmt: skip
     assert by_name["coder"].allowed_tools == ("*",) and by_name["coder"].handoff == (
         "architect",
         "debug",

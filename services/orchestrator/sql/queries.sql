@@ -25,6 +25,7 @@ select turn_state from orchestrator.sessions where session_id = $1;
 select s.session_id, s.user_id, s.title, s.system_prompt, s.current_agent,
        s.created_at, s.last_activity, s.deleted_at, s.switch_count, s.last_switch_at,
        s.busy_policy, s.turn_state, s.tool_tokens_offered, s.tool_tokens_all,
+       s.agent_versions, s.clarifications_used, s.searches_used,
        (select count(*) from orchestrator.messages m where m.session_id = s.session_id)::int
            as message_count
 from orchestrator.sessions s
@@ -359,7 +360,7 @@ with no_flush as (
 select m.session_id, m.user_id, m.title, m.system_prompt, m.current_agent,
        m.created_at, m.last_activity, m.deleted_at, m.switch_count, m.last_switch_at,
        m.busy_policy, m.turn_state, m.tool_tokens_offered, m.tool_tokens_all,
-       0 as message_count, m.parent_session_id, m.parent_call_id,
+       m.agent_versions, m.clarifications_used, m.searches_used, 0 as message_count, m.parent_session_id, m.parent_call_id,
        exists (
            select 1 from orchestrator.tool_calls c
            where (c.session_id = m.session_id or c.session_id in (
@@ -375,12 +376,65 @@ from moved m, no_flush;
 
 -- name: end_turn
 -- The message is handled: the turn is idle, and the session moves to $2 when it may come
--- from its current state ($3 lists the sources; null: no move). $4: the target is terminal.
+-- from its current state ($3 lists the sources; null: no move). $4: the target is terminal:
+-- the task is over and its pinned template versions are let go.
 update orchestrator.sessions s
 set turn_state = 'idle',
+    agent_versions = case when $4::bool then '{}'::jsonb else s.agent_versions end,
+    clarifications_used = case when $4::bool then 0 else s.clarifications_used end,
+    searches_used = case when $4::bool then 0 else s.searches_used end,
     state = case when $2::text is not null and s.state = any($3::text[]) then $2 else s.state end,
     finished_at = case when $2::text is null or not (s.state = any($3::text[])) then s.finished_at
                        when not $4::bool then null
                        when s.state = $2 then s.finished_at
                        else now() end
 where s.session_id = $1;
+
+-- name: pin_agent_version
+-- The task runs ``$2`` at version $3 from now on (until the task ends).
+update orchestrator.sessions
+set agent_versions = agent_versions || jsonb_build_object($2::text, $3::int)
+where session_id = $1;
+
+-- name: reviewed_patches
+-- The patches the person kept in this session's patch reviews, newest first.
+select result ->> 'reviewed_patch' as patch
+from orchestrator.tool_calls
+where session_id = $1 and tool_name = 'apply_patch_review' and state = 'completed'
+  and result ? 'reviewed_patch'
+order by position desc
+limit 20;
+
+-- name: set_context_metadata
+-- Merge $2 (a JSON object) into the session's context metadata.
+update orchestrator.sessions
+set context_metadata = context_metadata || $2::jsonb
+where session_id = $1;
+
+-- name: handover_context
+-- What an agent that takes over a session is told (seed 000's context hand-over): the
+-- last switch, the latest failed call among the last five, the files written, the
+-- running plan's steps and the client's metadata. One round trip.
+select
+    (select jsonb_build_object('from_agent', w.from_agent, 'to_agent', w.to_agent,
+                               'reason', w.reason)
+     from orchestrator.agent_switches w where w.session_id = $1
+     order by w.id desc limit 1) as last_switch,
+    (select r.result ->> 'content'
+     from (select c.state, c.result from orchestrator.tool_calls c where c.session_id = $1
+           order by c.position desc limit 5) r
+     where r.state = 'failed' limit 1) as last_error,
+    (select coalesce(jsonb_agg(a.path order by a.path), '[]'::jsonb)
+     from (select distinct path from orchestrator.artifacts where session_id = $1) a)
+        as files_modified,
+    (select p.steps from orchestrator.plans p where p.session_id = $1 and p.status = 'running'
+     order by p.created_at desc limit 1) as plan_steps,
+    (select s.context_metadata from orchestrator.sessions s where s.session_id = $1)
+        as metadata;
+
+-- name: spend_budget
+-- One more clarification ($2) or search ($3) of the session's task.
+update orchestrator.sessions
+set clarifications_used = clarifications_used + $2,
+    searches_used = searches_used + $3
+where session_id = $1;

@@ -117,3 +117,15 @@ from (
 ) previous
 where s.session_id = previous.session_id and previous.state = any($3::text[])
 returning previous.state;
+
+-- name: unembedded_templates
+-- Active template versions whose capability text has no vector yet.
+select name, version, definition, active, source, created_at
+from orchestrator.agent_templates
+where active and embedding is null
+order by name, version;
+
+-- name: set_template_embedding
+update orchestrator.agent_templates
+set embedding = $3::text::vector
+where name = $1 and version = $2;
