@@ -30,9 +30,19 @@ def event_to_json(event: pb.ServerEvent) -> dict[str, Any]:
     return event_json(event)
 
 
-def local_error(code: str, content: str, session_id: str) -> dict[str, Any]:
+def local_error(
+    code: str, content: str, session_id: str, details: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """An error the gateway itself reports when the mesh cannot be reached."""
-    return {"type": "error", "error_code": code, "content": content, "session_id": session_id}
+    body: dict[str, Any] = {
+        "type": "error",
+        "error_code": code,
+        "content": content,
+        "session_id": session_id,
+    }
+    if details:
+        body["details"] = details
+    return body
 
 
 def _text(msg: Mapping[str, Any], *names: str, required: bool = True) -> str | None:
@@ -173,7 +183,15 @@ def parse_client_message(raw: Any) -> pb.ClientMessage:
             "INVALID_MESSAGE_TYPE",
             f"unknown message type {kind!r}; expected one of {sorted(PARSERS)}",
         )
-    return parser(raw)
+    message = parser(raw)
+    client_message_id = raw.get("client_message_id")
+    if client_message_id is not None:
+        if not isinstance(client_message_id, str) or not 0 < len(client_message_id) <= 200:
+            raise ProtocolError(
+                "MISSING_REQUIRED_FIELD", "'client_message_id' must be a string of 1-200 chars"
+            )
+        message.client_message_id = client_message_id
+    return message
 
 
 def parse_text(text: str) -> pb.ClientMessage:
@@ -194,6 +212,8 @@ def normalise_stream_body(body: Any) -> tuple[str, dict[str, Any]]:
         raise ProtocolError("MISSING_REQUIRED_FIELD", "the body requires 'session_id'")
     message = body.get("message")
     if isinstance(message, dict):
+        if "client_message_id" in body and "client_message_id" not in message:
+            message = {**message, "client_message_id": body["client_message_id"]}
         return session_id, message
     kind = body.get("message_type") or "user_message"
     flat: dict[str, Any] = {"type": kind}
@@ -211,4 +231,5 @@ def normalise_stream_body(body: Any) -> tuple[str, dict[str, Any]]:
         flat.update(call_id=body.get("tool_call_id"), **decision)
     else:
         flat.update({k: v for k, v in body.items() if k not in {"session_id", "message_type"}})
+    flat.setdefault("client_message_id", body.get("client_message_id"))
     return session_id, {k: v for k, v in flat.items() if v is not None}

@@ -176,15 +176,22 @@ class Runtime:
                     try:
                         await self._run_one(sid, user_id, item)
                     except ServiceError as error:
-                        # Postgres may be restarting: this message is reported; the worker
-                        # lives on for the next one.
+                        # Postgres may be restarting: the client is told without the log;
+                        # the worker lives on for the next message.
                         log.warning("message failed", extra={"fields": {"err": error.message}})
+                        self._refuse(sid, item, error)
             finally:
                 self._inboxes.pop(sid, None)
                 self._workers.pop(sid, None)
                 self._running.pop(sid, None)
                 self.hub.forget(sid)
                 await asyncio.shield(self.ownership.release(sid))
+
+    def _refuse(self, sid: str, item: Item, error: ServiceError) -> None:
+        if isinstance(item, pb.ClientMessage):
+            cmid = item.client_message_id if item.HasField("client_message_id") else None
+            self.hub.tell(sid, events.refused(error.code, error.message, cmid))
+            self.hub.tell(sid, events.done("error"))
 
     async def _run_one(self, sid: str, user_id: str, item: Item) -> None:
         research = SessionState.RESEARCHING
