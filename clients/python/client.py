@@ -33,10 +33,27 @@ class SessionStream:
     def __init__(self, call: aio.StreamStreamCall[common.ClientMessage, common.ServerEvent]):
         self._call = call
         self._send_lock = asyncio.Lock()
+        self.closed = False
+        """Closed by this side (a read failing with CANCELLED then is no news)."""
 
     async def send(self, message: common.ClientMessage) -> None:
+        """Write one message; a stream that already ended raises its ``AioRpcError``
+        (grpc raises ``InvalidStateError`` there, which says nothing of why)."""
         async with self._send_lock:
-            await self._call.write(message)
+            try:
+                await self._call.write(message)
+            except (asyncio.InvalidStateError, aio.UsageError):
+                raise await self.failure() from None
+
+    async def failure(self) -> aio.AioRpcError:
+        """How the call ended, as the error a failed read would raise."""
+        self._call.cancel()  # no-op on a finished call; never wait on a live one
+        return aio.AioRpcError(
+            await self._call.code(),
+            await self._call.initial_metadata() or aio.Metadata(),
+            await self._call.trailing_metadata() or aio.Metadata(),
+            await self._call.details(),
+        )
 
     async def __aiter__(self) -> AsyncIterator[common.ServerEvent]:
         """Every event, one at a time (events the runtime sent together in ``then`` too)."""
@@ -62,6 +79,7 @@ class SessionStream:
         return seen
 
     def close(self) -> None:
+        self.closed = True
         self._call.cancel()
 
     async def __aenter__(self) -> SessionStream:

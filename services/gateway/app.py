@@ -18,12 +18,11 @@ from services.common.settings import Settings
 from services.gateway import openai_api
 from services.gateway.admin import install_admin
 from services.gateway.auth import Authenticator, Unauthorized
-from services.gateway.mesh import WS_CLOSE_POLICY, WS_CLOSE_UNAVAILABLE, describe
+from services.gateway.mesh import WS_CLOSE_POLICY, describe, retry_details
 from services.gateway.rest import build_router
 from services.gateway.streaming import sse_events, websocket_session
 from services.gateway.translate import (
     ProtocolError,
-    local_error,
     normalise_stream_body,
     parse_client_message,
 )
@@ -66,8 +65,11 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
         status, code, message = describe(error)
         # The mesh sends no details; the session in the path is the one seed 000 shows.
         session_id = request.path_params.get("session_id")
-        details = {"session_id": session_id} if session_id else {}
-        return JSONResponse(error_body(code, message, details), status_code=status)
+        details: dict[str, Any] = {"session_id": session_id} if session_id else {}
+        retry = retry_details(error)
+        details.update(retry)
+        headers = {"Retry-After": str(-(-retry["retry_after_ms"] // 1000))} if retry else None
+        return JSONResponse(error_body(code, message, details), status_code=status, headers=headers)
 
     app.include_router(build_router(client, auth))
     install_admin(app, client, auth)
@@ -103,12 +105,7 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
         await websocket.accept()
         WS_OPEN.inc()
         try:
-            stream = await client.open_stream(session_id, last_seq=last_seq, user_id=user)
-            await websocket_session(stream, websocket, session_id)
-        except grpc.aio.AioRpcError as error:
-            _, code, message = describe(error)
-            await websocket.send_json(local_error(code, message, session_id))
-            await websocket.close(WS_CLOSE_UNAVAILABLE)
+            await websocket_session(client, websocket, session_id, last_seq=last_seq, user=user)
         finally:
             WS_OPEN.dec()
 

@@ -25,6 +25,16 @@ WS_CLOSE_INTERNAL = 1011
 WS_CLOSE_POLICY = 1008
 
 
+RETRY_AFTER_MS = 1000
+"""What a client is told to wait before retrying when a mesh service is away."""
+
+
+def retry_details(error: grpc.aio.AioRpcError) -> dict[str, int]:
+    """``{"retry_after_ms": ...}`` when the failure is one a retry may cure, else empty."""
+    unavailable = error.code() in {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+    return {"retry_after_ms": RETRY_AFTER_MS} if unavailable else {}
+
+
 def describe(error: grpc.aio.AioRpcError) -> tuple[int, str, str]:
     """(HTTP status, spec error code, message) for a failed mesh call."""
     status = HTTP_BY_STATUS.get(error.code(), 502)
