@@ -213,7 +213,7 @@ async def running_mesh(
         try:
             up = asyncio.create_task(ready.wait())
             exited = asyncio.create_task(process.wait())
-            # Whichever comes first: "is up", the supervisor giving up, or the deadline.
+            # Whichever comes first: "is up", the supervisor exiting, or the deadline.
             await asyncio.wait({up, exited}, timeout=READY_SECONDS, return_when="FIRST_COMPLETED")
             up.cancel()
             exited.cancel()

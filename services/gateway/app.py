@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -75,16 +76,29 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
     install_admin(app, client, auth)
     app.include_router(openai_api.build_router(client, auth, settings))
 
+    down_since: dict[str, str] = {}
+
     @app.get("/health", tags=["ops"])
     async def health() -> JSONResponse:
         """Each mesh service's gRPC health; 200 only when all are SERVING."""
         services = await client.health()
         healthy = all(status == "SERVING" for status in services.values())
+        now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        for name, status in services.items():
+            if status == "SERVING":
+                down_since.pop(name, None)
+            else:
+                down_since.setdefault(name, now)
         body = {
             "status": "healthy" if healthy else "unhealthy",
             "version": VERSION,
             "multi_agent_mode": settings.multi_agent_mode,
             "services": services,
+            # Which service is down and since when (first seen so by this gateway).
+            "down": {
+                name: {"status": services[name], "since": since}
+                for name, since in down_since.items()
+            },
         }
         return JSONResponse(body, status_code=200 if healthy else 503)
 
