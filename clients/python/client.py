@@ -15,6 +15,7 @@ import grpc
 from grpc import aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from clients.python.ids import ONCE, new_client_id
 from codelab.v1 import (
     admin_pb2_grpc,
     hitl_pb2_grpc,
@@ -38,7 +39,12 @@ class SessionStream:
 
     async def send(self, message: common.ClientMessage) -> None:
         """Write one message; a stream that already ended raises its ``AioRpcError``
-        (grpc raises ``InvalidStateError`` there, which says nothing of why)."""
+        (grpc raises ``InvalidStateError`` there, which says nothing of why). A message the
+        runtime applies once gets a fresh ``client_message_id`` when it has none (set on
+        ``message`` itself, so resending the same object is safe)."""
+        kind = message.WhichOneof("message")
+        if kind in ONCE and not message.HasField("client_message_id"):
+            message.client_message_id = new_client_id()
         async with self._send_lock:
             try:
                 await self._call.write(message)

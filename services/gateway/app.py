@@ -26,6 +26,7 @@ from services.gateway.translate import (
     ProtocolError,
     normalise_stream_body,
     parse_client_message,
+    with_idempotency_key,
 )
 
 VERSION = "0.1.0"
@@ -161,6 +162,8 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
             raise ProtocolError("INVALID_MESSAGE_TYPE", f"Invalid JSON body: {error}") from error
         session_id, raw = normalise_stream_body(body)
         message = parse_client_message(raw)
+        if not message.HasField("client_message_id"):
+            with_idempotency_key(message, request.headers)
         stream = await client.open_stream(session_id, user_id=user)
         await stream.send(message)
         SSE_REQUESTS.inc()

@@ -184,13 +184,29 @@ def parse_client_message(raw: Any) -> pb.ClientMessage:
             f"unknown message type {kind!r}; expected one of {sorted(PARSERS)}",
         )
     message = parser(raw)
-    client_message_id = raw.get("client_message_id")
-    if client_message_id is not None:
-        if not isinstance(client_message_id, str) or not 0 < len(client_message_id) <= 200:
-            raise ProtocolError(
-                "MISSING_REQUIRED_FIELD", "'client_message_id' must be a string of 1-200 chars"
-            )
-        message.client_message_id = client_message_id
+    if raw.get("client_message_id") is not None:
+        set_client_id(message, raw["client_message_id"], "'client_message_id'")
+    return message
+
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+CLIENT_ID_LENGTH = 200
+
+
+def set_client_id(message: pb.ClientMessage, value: Any, name: str) -> None:
+    """Give ``message`` the client's id (JSON field or ``Idempotency-Key`` header)."""
+    if not isinstance(value, str) or not 0 < len(value) <= CLIENT_ID_LENGTH:
+        raise ProtocolError(
+            "MISSING_REQUIRED_FIELD", f"{name} must be a string of 1-{CLIENT_ID_LENGTH} chars"
+        )
+    message.client_message_id = value
+
+
+def with_idempotency_key(message: pb.ClientMessage, headers: Mapping[str, str]) -> pb.ClientMessage:
+    """``message`` with the request's ``Idempotency-Key`` as its client message id."""
+    key = headers.get(IDEMPOTENCY_HEADER)
+    if key is not None:
+        set_client_id(message, key, IDEMPOTENCY_HEADER)
     return message
 
 

@@ -19,6 +19,7 @@ from services.common.errors import ServiceError
 from services.common.logs import log_context
 from services.orchestrator import events
 from services.orchestrator.agent_instance import SCRATCH
+from services.orchestrator.client_ids import ClientIds, client_message_id, kind_of
 from services.orchestrator.hub import SessionHub
 from services.orchestrator.inputs import Inputs
 from services.orchestrator.instances import InstancePool
@@ -52,6 +53,7 @@ class Runtime:
         hitl: HitlClient,
         ownership: Ownership,
         instances: InstancePool,
+        client_ids: ClientIds,
         *,
         sweep_every: float = 1.0,
         retention_days: float = 30.0,
@@ -63,11 +65,14 @@ class Runtime:
         self.hitl = hitl
         self.ownership = ownership
         self.instances = instances
+        self.client_ids = client_ids
         self.sweep_every = sweep_every
         self.retention_days = retention_days
         self._inboxes: dict[str, asyncio.Queue[tuple[str, Item]]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._running: dict[str, asyncio.Task[None]] = {}
+        self._live: dict[str, set[str]] = {}
+        """Client message ids claimed here and not yet handled to the end."""
         self._background: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -96,12 +101,14 @@ class Runtime:
         """The session the stream binds to, created on first use."""
         await self.store.attach(session_id, user_id, self.agents.entry)
 
-    async def submit(self, session_id: str, user_id: str, item: Item) -> None:
-        """Deliver one message to the session's owner (this replica when it can be)."""
+    async def submit(self, session_id: str, user_id: str, item: Item) -> str:
+        """Deliver one message to the session's owner (this replica when it can be):
+        ``accepted``, or ``duplicate`` for a repeated client message id seen here."""
         if await self._own(session_id):
-            await self._local(session_id, user_id, item)
-        elif isinstance(item, pb.ClientMessage):
+            return await self._local(session_id, user_id, item)
+        if isinstance(item, pb.ClientMessage):
             await self.ownership.post(session_id, user_id, item)
+        return "accepted"
 
     async def _own(self, sid: str) -> bool:
         """Own the session; on taking it over, recover what the last owner left."""
@@ -134,7 +141,10 @@ class Runtime:
             for user_id, message in await self.ownership.take(sid):
                 await self._local(sid, user_id, message)
 
-    async def _local(self, sid: str, user_id: str, item: Item) -> None:
+    async def _local(self, sid: str, user_id: str, item: Item) -> str:
+        cid = client_message_id(item)
+        if cid is not None and not await self._claim(sid, cid, kind_of(item)):
+            return "duplicate"
         running = self._running.get(sid)
         busy = running is not None and not running.done()
         if isinstance(item, pb.ClientMessage):
@@ -142,18 +152,25 @@ class Runtime:
             if kind == "cancel" and busy:
                 # The worker sees the interrupted task and closes the turn itself.
                 assert running is not None
+                await self._started(sid, cid)
                 running.cancel()
-                return
+                self._live.get(sid, set()).discard(cid or "")
+                return "accepted"
             elif kind == "user_message" and busy:
                 policy = (await self.store.get_session(sid)).busy_policy
                 if policy == "reject":
+                    self._live.get(sid, set()).discard(cid or "")
+                    if cid is not None:
+                        await self.client_ids.forget(sid, cid)  # refused: a resend may apply
                     await self.hub.emit(
                         sid,
-                        events.error(
-                            "TURN_IN_PROGRESS", "a turn is running; wait for done or cancel it"
+                        events.refused(
+                            "TURN_IN_PROGRESS",
+                            "a turn is running; wait for done or cancel it",
+                            cid,
                         ),
                     )
-                    return
+                    return "accepted"
                 if policy == "interrupt":
                     assert running is not None
                     running.cancel()
@@ -162,6 +179,23 @@ class Runtime:
             inbox = self._inboxes[sid] = asyncio.Queue()
             self._workers[sid] = asyncio.create_task(self._work(sid, inbox), name=f"session:{sid}")
         inbox.put_nowait((user_id, item))
+        return "accepted"
+
+    async def _claim(self, sid: str, cid: str, kind: str) -> bool:
+        """True when the message is to be applied; a repeat is answered here instead."""
+        claim = await self.client_ids.claim(sid, cid, kind)
+        live = self._live.setdefault(sid, set())
+        if claim.fresh or not (claim.started or cid in live):
+            live.add(cid)
+            return True
+        first = claim.first_seq or await self.hub.next_seq(sid)
+        await self.hub.emit(sid, events.duplicate(cid, first))
+        return False
+
+    async def _started(self, sid: str, cid: str | None) -> None:
+        """Handling of client message ``cid`` begins: its events start at the next seq."""
+        if cid is not None:
+            await self.client_ids.start(sid, cid, await self.hub.next_seq(sid))
 
     async def _work(self, sid: str, inbox: asyncio.Queue[tuple[str, Item]]) -> None:
         with log_context(session_id=sid):
@@ -184,16 +218,25 @@ class Runtime:
                 self._inboxes.pop(sid, None)
                 self._workers.pop(sid, None)
                 self._running.pop(sid, None)
+                self._live.pop(sid, None)
                 self.hub.forget(sid)
                 await asyncio.shield(self.ownership.release(sid))
 
     def _refuse(self, sid: str, item: Item, error: ServiceError) -> None:
         if isinstance(item, pb.ClientMessage):
-            cmid = item.client_message_id if item.HasField("client_message_id") else None
-            self.hub.tell(sid, events.refused(error.code, error.message, cmid))
+            cid = item.client_message_id if item.HasField("client_message_id") else None
+            self.hub.tell(sid, events.refused(error.code, error.message, cid))
             self.hub.tell(sid, events.done("error"))
 
     async def _run_one(self, sid: str, user_id: str, item: Item) -> None:
+        cid = client_message_id(item)
+        try:
+            await self._started(sid, cid)
+            await self._run_started(sid, user_id, item)
+        finally:
+            self._live.get(sid, set()).discard(cid or "")
+
+    async def _run_started(self, sid: str, user_id: str, item: Item) -> None:
         research = SessionState.RESEARCHING
         loop = self.inputs.loop
         # A user message's first model call needs the history: read it beside the start.

@@ -15,6 +15,7 @@ from services.common.server import MeshServer, ServiceDeps, create_server
 from services.common.settings import Settings
 from services.orchestrator.admin_servicer import SERVICE_NAME as ADMIN_SERVICE_NAME
 from services.orchestrator.admin_servicer import AgentAdminServicer
+from services.orchestrator.client_ids import ClientIds
 from services.orchestrator.hub import SessionHub
 from services.orchestrator.inputs import Inputs
 from services.orchestrator.instances import InstancePool
@@ -89,6 +90,7 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         hitl,
         Ownership(pool),
         instances,
+        ClientIds(pool),
         sweep_every=min(1.0, settings.hitl_timeout / 4),
         retention_days=settings.session_retention_days,
     )

@@ -252,8 +252,8 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
         if not request.session_id or not request.message.WhichOneof("message"):
             raise MissingField("session_id and message are required")
         await self.runtime.attach(request.session_id, request.user_id)
-        await self.runtime.submit(request.session_id, request.user_id, request.message)
-        return pb.SubmitResponse(status="accepted")
+        status = await self.runtime.submit(request.session_id, request.user_id, request.message)
+        return pb.SubmitResponse(status=status)
 
     async def Cancel(
         self, request: pb.GetSessionRequest, context: aio.ServicerContext[Any, Any]

@@ -233,6 +233,8 @@ with doomed as (
    i as (delete from orchestrator.inbox where session_id in (select session_id from doomed)),
    so as (delete from orchestrator.sources where session_id in (select session_id from doomed)),
    ar as (delete from orchestrator.artifacts where session_id in (select session_id from doomed)),
+   c as (delete from orchestrator.client_messages
+         where session_id in (select session_id from doomed)),
    -- Foreign keys are checked at the end of the statement, after the deletes above.
    s as (delete from orchestrator.sessions where session_id in (select session_id from doomed))
 select count(*) from doomed;
@@ -334,3 +336,23 @@ set turn_state = 'idle',
                        when s.state = $2 then s.finished_at
                        else now() end
 where s.session_id = $1;
+
+-- name: claim_client_message
+-- One row: fresh (true) when this call claimed the id, else the earlier claim's state.
+with claimed as (
+    insert into orchestrator.client_messages (session_id, client_message_id, kind)
+    values ($1, $2, $3)
+    on conflict (session_id, client_message_id) do nothing
+    returning first_seq, started, true as fresh
+)
+select first_seq, started, fresh from claimed
+union all
+select first_seq, started, false from orchestrator.client_messages
+where session_id = $1 and client_message_id = $2 and not exists (select 1 from claimed);
+
+-- name: start_client_message
+update orchestrator.client_messages set started = true, first_seq = $3
+where session_id = $1 and client_message_id = $2;
+
+-- name: forget_client_message
+delete from orchestrator.client_messages where session_id = $1 and client_message_id = $2;
