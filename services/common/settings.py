@@ -90,6 +90,9 @@ class Settings:
     """LLM_TIMEOUT: seconds for one upstream call."""
     llm_max_retries: int = 2
     """LLM_MAX_RETRIES: retries before the first token on 408/409/429/5xx."""
+    llm_turn_retries: int = 3
+    """LLM_TURN_RETRIES: the orchestrator's retries (with back-off) of a model call that
+    failed before its first token, on top of llmproxy's own."""
     gateway_host: str = "127.0.0.1"
     """GATEWAY_HOST."""
     gateway_port: int = 8000
@@ -143,6 +146,7 @@ class Settings:
             ),
             llm_timeout=_number(env, "LLM_TIMEOUT", cls.llm_timeout, minimum=0.01),
             llm_max_retries=int(_number(env, "LLM_MAX_RETRIES", cls.llm_max_retries)),
+            llm_turn_retries=int(_number(env, "LLM_TURN_RETRIES", cls.llm_turn_retries)),
             gateway_host=env.get("GATEWAY_HOST") or cls.gateway_host,
             gateway_port=_port(env, "GATEWAY_PORT", cls.gateway_port),
             gateway_api_keys=parse_api_keys(env.get("GATEWAY_API_KEYS", "")),

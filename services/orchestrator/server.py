@@ -60,6 +60,7 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
             llmproxy_pb2_grpc.LlmProxyStub(channels["llmproxy"]),
         ),
         deadline=settings.llm_timeout * (settings.llm_max_retries + 1) + 30,
+        turn_retries=settings.llm_turn_retries,
     )
     hitl = HitlClient(cast("hitl_pb2_grpc.HitlAsyncStub", hitl_pb2_grpc.HitlStub(channels["hitl"])))
     toolsearch = cast(

@@ -108,6 +108,11 @@ class SessionStore:
         """Create the session when missing; another user's (or a deleted) one: not found."""
         async with db_errors("create session", "DB_WRITE_ERROR"):
             row = await self.pool.fetchrow(QUERIES["attach_session"], session_id, user_id, agent)
+            if row is None:
+                # Created at the same moment by another stream: its row is visible now.
+                row = await self.pool.fetchrow(
+                    QUERIES["attach_session"], session_id, user_id, agent
+                )
         if row is None or row["deleted_at"] is not None or (user_id and row["user_id"] != user_id):
             raise SessionNotFound(f"Session not found: {session_id}", session_id=session_id)
 
