@@ -24,47 +24,47 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x63odelab/v1/toolsearch.proto\x12\ncodelab.v1\"\xe3\x01\n\x08ToolSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x05\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x17\n\x0fparameters_json\x18\x04 \x01(\t\x12\x10\n\x08\x65xecutor\x18\x05 \x01(\t\x12\x0c\n\x04tags\x18\x06 \x03(\t\x12\x0e\n\x06\x61\x63tive\x18\x07 \x01(\x08\x12\x0c\n\x04type\x18\x08 \x01(\t\x12\x10\n\x08\x63\x61tegory\x18\t \x01(\t\x12\x18\n\x10long_description\x18\n \x01(\t\x12\x0c\n\x04risk\x18\x0b \x01(\t\x12\x12\n\ndeprecated\x18\x0c \x01(\x08\"!\n\x10ListToolsRequest\x12\r\n\x05names\x18\x01 \x03(\t\"8\n\x11ListToolsResponse\x12#\n\x05tools\x18\x01 \x03(\x0b\x32\x14.codelab.v1.ToolSpec\"\x93\x02\n\x12SearchToolsRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05top_k\x18\x02 \x01(\x05\x12\x0f\n\x07\x61llowed\x18\x03 \x03(\t\x12\r\n\x05types\x18\x04 \x03(\t\x12\x12\n\ncategories\x18\x05 \x03(\t\x12\x0c\n\x04\x64\x65ny\x18\x06 \x03(\t\x12\x10\n\x08max_risk\x18\x07 \x01(\t\x12\x10\n\x08required\x18\x08 \x03(\t\x12\x11\n\tmax_tools\x18\t \x01(\x05\x12\x12\n\nsession_id\x18\n \x01(\t\x12\x10\n\x08template\x18\x0b \x01(\t\x12$\n\x04mode\x18\x0c \x01(\x0e\x32\x16.codelab.v1.SearchMode\x12\x1a\n\x12include_deprecated\x18\r \x01(\x08\"}\n\nScoredTool\x12\"\n\x04tool\x18\x01 \x01(\x0b\x32\x14.codelab.v1.ToolSpec\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x15\n\rlexical_score\x18\x03 \x01(\x01\x12\x13\n\x0b\x64\x65nse_score\x18\x04 \x01(\x01\x12\x10\n\x08required\x18\x05 \x01(\x08\"\x81\x01\n\x13SearchToolsResponse\x12\'\n\x07results\x18\x01 \x03(\x0b\x32\x16.codelab.v1.ScoredTool\x12\x0e\n\x06\x63\x61\x63hed\x18\x02 \x01(\x08\x12\x17\n\x0f\x63\x61talog_version\x18\x03 \x01(\x03\x12\x18\n\x10missing_required\x18\x04 \x03(\t\"\xd5\x01\n\tToolInput\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x18\n\x10long_description\x18\x03 \x01(\t\x12\x17\n\x0fparameters_json\x18\x04 \x01(\t\x12\x10\n\x08\x65xecutor\x18\x05 \x01(\t\x12\x0c\n\x04type\x18\x06 \x01(\t\x12\x10\n\x08\x63\x61tegory\x18\x07 \x01(\t\x12\x0c\n\x04tags\x18\x08 \x03(\t\x12\x0c\n\x04risk\x18\t \x01(\t\x12\x12\n\ndeprecated\x18\n \x01(\x08\x12\x10\n\x08inactive\x18\x0b \x01(\x08\":\n\x12UpsertToolsRequest\x12$\n\x05tools\x18\x01 \x03(\x0b\x32\x15.codelab.v1.ToolInput\">\n\x0cUpsertedTool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x05\x12\x0f\n\x07\x63hanged\x18\x03 \x01(\x08\"i\n\x13UpsertToolsResponse\x12\'\n\x05tools\x18\x01 \x03(\x0b\x32\x18.codelab.v1.UpsertedTool\x12\x17\n\x0f\x63\x61talog_version\x18\x02 \x01(\x03\x12\x10\n\x08\x65mbedded\x18\x03 \x01(\x05\"\x13\n\x11IndexStatsRequest\"\x9d\x01\n\x12IndexStatsResponse\x12\r\n\x05tools\x18\x01 \x01(\x05\x12\x17\n\x0f\x63\x61talog_version\x18\x02 \x01(\x03\x12\x17\n\x0f\x65mbedding_model\x18\x03 \x01(\t\x12\x1c\n\x14\x65mbedding_dimensions\x18\x04 \x01(\x05\x12\x12\n\ncache_hits\x18\x05 \x01(\x03\x12\x14\n\x0c\x63\x61\x63he_misses\x18\x06 \x01(\x03\",\n\x0e\x44irectoryEntry\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\"c\n\x16\x44irectorySearchRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05top_k\x18\x02 \x01(\x05\x12+\n\x07\x65ntries\x18\x03 \x03(\x0b\x32\x1a.codelab.v1.DirectoryEntry\"W\n\x0c\x44irectoryHit\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x15\n\rlexical_score\x18\x03 \x01(\x01\x12\x13\n\x0b\x64\x65nse_score\x18\x04 \x01(\x01\"A\n\x17\x44irectorySearchResponse\x12&\n\x04hits\x18\x01 \x03(\x0b\x32\x18.codelab.v1.DirectoryHit*q\n\nSearchMode\x12\x1b\n\x17SEARCH_MODE_UNSPECIFIED\x10\x00\x12\x17\n\x13SEARCH_MODE_LEXICAL\x10\x01\x12\x15\n\x11SEARCH_MODE_DENSE\x10\x02\x12\x16\n\x12SEARCH_MODE_HYBRID\x10\x03\x32\x9f\x03\n\nToolSearch\x12H\n\tListTools\x12\x1c.codelab.v1.ListToolsRequest\x1a\x1d.codelab.v1.ListToolsResponse\x12N\n\x0bSearchTools\x12\x1e.codelab.v1.SearchToolsRequest\x1a\x1f.codelab.v1.SearchToolsResponse\x12N\n\x0bUpsertTools\x12\x1e.codelab.v1.UpsertToolsRequest\x1a\x1f.codelab.v1.UpsertToolsResponse\x12K\n\nIndexStats\x12\x1d.codelab.v1.IndexStatsRequest\x1a\x1e.codelab.v1.IndexStatsResponse\x12Z\n\x0fSearchDirectory\x12\".codelab.v1.DirectorySearchRequest\x1a#.codelab.v1.DirectorySearchResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x63odelab/v1/toolsearch.proto\x12\ncodelab.v1\"\xfc\x01\n\x08ToolSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x05\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x17\n\x0fparameters_json\x18\x04 \x01(\t\x12\x10\n\x08\x65xecutor\x18\x05 \x01(\t\x12\x0c\n\x04tags\x18\x06 \x03(\t\x12\x0e\n\x06\x61\x63tive\x18\x07 \x01(\x08\x12\x0c\n\x04type\x18\x08 \x01(\t\x12\x10\n\x08\x63\x61tegory\x18\t \x01(\t\x12\x18\n\x10long_description\x18\n \x01(\t\x12\x0c\n\x04risk\x18\x0b \x01(\t\x12\x12\n\ndeprecated\x18\x0c \x01(\x08\x12\x17\n\x0ftimeout_seconds\x18\r \x01(\x05\"!\n\x10ListToolsRequest\x12\r\n\x05names\x18\x01 \x03(\t\"8\n\x11ListToolsResponse\x12#\n\x05tools\x18\x01 \x03(\x0b\x32\x14.codelab.v1.ToolSpec\"\x93\x02\n\x12SearchToolsRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05top_k\x18\x02 \x01(\x05\x12\x0f\n\x07\x61llowed\x18\x03 \x03(\t\x12\r\n\x05types\x18\x04 \x03(\t\x12\x12\n\ncategories\x18\x05 \x03(\t\x12\x0c\n\x04\x64\x65ny\x18\x06 \x03(\t\x12\x10\n\x08max_risk\x18\x07 \x01(\t\x12\x10\n\x08required\x18\x08 \x03(\t\x12\x11\n\tmax_tools\x18\t \x01(\x05\x12\x12\n\nsession_id\x18\n \x01(\t\x12\x10\n\x08template\x18\x0b \x01(\t\x12$\n\x04mode\x18\x0c \x01(\x0e\x32\x16.codelab.v1.SearchMode\x12\x1a\n\x12include_deprecated\x18\r \x01(\x08\"}\n\nScoredTool\x12\"\n\x04tool\x18\x01 \x01(\x0b\x32\x14.codelab.v1.ToolSpec\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x15\n\rlexical_score\x18\x03 \x01(\x01\x12\x13\n\x0b\x64\x65nse_score\x18\x04 \x01(\x01\x12\x10\n\x08required\x18\x05 \x01(\x08\"\x81\x01\n\x13SearchToolsResponse\x12\'\n\x07results\x18\x01 \x03(\x0b\x32\x16.codelab.v1.ScoredTool\x12\x0e\n\x06\x63\x61\x63hed\x18\x02 \x01(\x08\x12\x17\n\x0f\x63\x61talog_version\x18\x03 \x01(\x03\x12\x18\n\x10missing_required\x18\x04 \x03(\t\"\xee\x01\n\tToolInput\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x18\n\x10long_description\x18\x03 \x01(\t\x12\x17\n\x0fparameters_json\x18\x04 \x01(\t\x12\x10\n\x08\x65xecutor\x18\x05 \x01(\t\x12\x0c\n\x04type\x18\x06 \x01(\t\x12\x10\n\x08\x63\x61tegory\x18\x07 \x01(\t\x12\x0c\n\x04tags\x18\x08 \x03(\t\x12\x0c\n\x04risk\x18\t \x01(\t\x12\x12\n\ndeprecated\x18\n \x01(\x08\x12\x10\n\x08inactive\x18\x0b \x01(\x08\x12\x17\n\x0ftimeout_seconds\x18\x0c \x01(\x05\":\n\x12UpsertToolsRequest\x12$\n\x05tools\x18\x01 \x03(\x0b\x32\x15.codelab.v1.ToolInput\">\n\x0cUpsertedTool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x05\x12\x0f\n\x07\x63hanged\x18\x03 \x01(\x08\"i\n\x13UpsertToolsResponse\x12\'\n\x05tools\x18\x01 \x03(\x0b\x32\x18.codelab.v1.UpsertedTool\x12\x17\n\x0f\x63\x61talog_version\x18\x02 \x01(\x03\x12\x10\n\x08\x65mbedded\x18\x03 \x01(\x05\"\x13\n\x11IndexStatsRequest\"\x9d\x01\n\x12IndexStatsResponse\x12\r\n\x05tools\x18\x01 \x01(\x05\x12\x17\n\x0f\x63\x61talog_version\x18\x02 \x01(\x03\x12\x17\n\x0f\x65mbedding_model\x18\x03 \x01(\t\x12\x1c\n\x14\x65mbedding_dimensions\x18\x04 \x01(\x05\x12\x12\n\ncache_hits\x18\x05 \x01(\x03\x12\x14\n\x0c\x63\x61\x63he_misses\x18\x06 \x01(\x03\",\n\x0e\x44irectoryEntry\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\"c\n\x16\x44irectorySearchRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05top_k\x18\x02 \x01(\x05\x12+\n\x07\x65ntries\x18\x03 \x03(\x0b\x32\x1a.codelab.v1.DirectoryEntry\"W\n\x0c\x44irectoryHit\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x15\n\rlexical_score\x18\x03 \x01(\x01\x12\x13\n\x0b\x64\x65nse_score\x18\x04 \x01(\x01\"A\n\x17\x44irectorySearchResponse\x12&\n\x04hits\x18\x01 \x03(\x0b\x32\x18.codelab.v1.DirectoryHit*q\n\nSearchMode\x12\x1b\n\x17SEARCH_MODE_UNSPECIFIED\x10\x00\x12\x17\n\x13SEARCH_MODE_LEXICAL\x10\x01\x12\x15\n\x11SEARCH_MODE_DENSE\x10\x02\x12\x16\n\x12SEARCH_MODE_HYBRID\x10\x03\x32\x9f\x03\n\nToolSearch\x12H\n\tListTools\x12\x1c.codelab.v1.ListToolsRequest\x1a\x1d.codelab.v1.ListToolsResponse\x12N\n\x0bSearchTools\x12\x1e.codelab.v1.SearchToolsRequest\x1a\x1f.codelab.v1.SearchToolsResponse\x12N\n\x0bUpsertTools\x12\x1e.codelab.v1.UpsertToolsRequest\x1a\x1f.codelab.v1.UpsertToolsResponse\x12K\n\nIndexStats\x12\x1d.codelab.v1.IndexStatsRequest\x1a\x1e.codelab.v1.IndexStatsResponse\x12Z\n\x0fSearchDirectory\x12\".codelab.v1.DirectorySearchRequest\x1a#.codelab.v1.DirectorySearchResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'codelab.v1.toolsearch_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SEARCHMODE']._serialized_start=1834
-  _globals['_SEARCHMODE']._serialized_end=1947
+  _globals['_SEARCHMODE']._serialized_start=1884
+  _globals['_SEARCHMODE']._serialized_end=1997
   _globals['_TOOLSPEC']._serialized_start=44
-  _globals['_TOOLSPEC']._serialized_end=271
-  _globals['_LISTTOOLSREQUEST']._serialized_start=273
-  _globals['_LISTTOOLSREQUEST']._serialized_end=306
-  _globals['_LISTTOOLSRESPONSE']._serialized_start=308
-  _globals['_LISTTOOLSRESPONSE']._serialized_end=364
-  _globals['_SEARCHTOOLSREQUEST']._serialized_start=367
-  _globals['_SEARCHTOOLSREQUEST']._serialized_end=642
-  _globals['_SCOREDTOOL']._serialized_start=644
-  _globals['_SCOREDTOOL']._serialized_end=769
-  _globals['_SEARCHTOOLSRESPONSE']._serialized_start=772
-  _globals['_SEARCHTOOLSRESPONSE']._serialized_end=901
-  _globals['_TOOLINPUT']._serialized_start=904
-  _globals['_TOOLINPUT']._serialized_end=1117
-  _globals['_UPSERTTOOLSREQUEST']._serialized_start=1119
-  _globals['_UPSERTTOOLSREQUEST']._serialized_end=1177
-  _globals['_UPSERTEDTOOL']._serialized_start=1179
-  _globals['_UPSERTEDTOOL']._serialized_end=1241
-  _globals['_UPSERTTOOLSRESPONSE']._serialized_start=1243
-  _globals['_UPSERTTOOLSRESPONSE']._serialized_end=1348
-  _globals['_INDEXSTATSREQUEST']._serialized_start=1350
-  _globals['_INDEXSTATSREQUEST']._serialized_end=1369
-  _globals['_INDEXSTATSRESPONSE']._serialized_start=1372
-  _globals['_INDEXSTATSRESPONSE']._serialized_end=1529
-  _globals['_DIRECTORYENTRY']._serialized_start=1531
-  _globals['_DIRECTORYENTRY']._serialized_end=1575
-  _globals['_DIRECTORYSEARCHREQUEST']._serialized_start=1577
-  _globals['_DIRECTORYSEARCHREQUEST']._serialized_end=1676
-  _globals['_DIRECTORYHIT']._serialized_start=1678
-  _globals['_DIRECTORYHIT']._serialized_end=1765
-  _globals['_DIRECTORYSEARCHRESPONSE']._serialized_start=1767
-  _globals['_DIRECTORYSEARCHRESPONSE']._serialized_end=1832
-  _globals['_TOOLSEARCH']._serialized_start=1950
-  _globals['_TOOLSEARCH']._serialized_end=2365
+  _globals['_TOOLSPEC']._serialized_end=296
+  _globals['_LISTTOOLSREQUEST']._serialized_start=298
+  _globals['_LISTTOOLSREQUEST']._serialized_end=331
+  _globals['_LISTTOOLSRESPONSE']._serialized_start=333
+  _globals['_LISTTOOLSRESPONSE']._serialized_end=389
+  _globals['_SEARCHTOOLSREQUEST']._serialized_start=392
+  _globals['_SEARCHTOOLSREQUEST']._serialized_end=667
+  _globals['_SCOREDTOOL']._serialized_start=669
+  _globals['_SCOREDTOOL']._serialized_end=794
+  _globals['_SEARCHTOOLSRESPONSE']._serialized_start=797
+  _globals['_SEARCHTOOLSRESPONSE']._serialized_end=926
+  _globals['_TOOLINPUT']._serialized_start=929
+  _globals['_TOOLINPUT']._serialized_end=1167
+  _globals['_UPSERTTOOLSREQUEST']._serialized_start=1169
+  _globals['_UPSERTTOOLSREQUEST']._serialized_end=1227
+  _globals['_UPSERTEDTOOL']._serialized_start=1229
+  _globals['_UPSERTEDTOOL']._serialized_end=1291
+  _globals['_UPSERTTOOLSRESPONSE']._serialized_start=1293
+  _globals['_UPSERTTOOLSRESPONSE']._serialized_end=1398
+  _globals['_INDEXSTATSREQUEST']._serialized_start=1400
+  _globals['_INDEXSTATSREQUEST']._serialized_end=1419
+  _globals['_INDEXSTATSRESPONSE']._serialized_start=1422
+  _globals['_INDEXSTATSRESPONSE']._serialized_end=1579
+  _globals['_DIRECTORYENTRY']._serialized_start=1581
+  _globals['_DIRECTORYENTRY']._serialized_end=1625
+  _globals['_DIRECTORYSEARCHREQUEST']._serialized_start=1627
+  _globals['_DIRECTORYSEARCHREQUEST']._serialized_end=1726
+  _globals['_DIRECTORYHIT']._serialized_start=1728
+  _globals['_DIRECTORYHIT']._serialized_end=1815
+  _globals['_DIRECTORYSEARCHRESPONSE']._serialized_start=1817
+  _globals['_DIRECTORYSEARCHRESPONSE']._serialized_end=1882
+  _globals['_TOOLSEARCH']._serialized_start=2000
+  _globals['_TOOLSEARCH']._serialized_end=2415
 # @@protoc_insertion_point(module_scope)

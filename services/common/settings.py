@@ -109,6 +109,9 @@ class Settings:
     """LLMPROXY_ADDR."""
     hitl_timeout: float = 300.0
     """HITL_TIMEOUT: seconds a pending approval waits before it expires."""
+    tool_timeout: float = 0.0
+    """TOOL_TIMEOUT: seconds a dispatched tool call waits for its result before it is
+    closed with TOOL_TIMEOUT; 0 (unset): each tool's own from the catalog."""
     session_retention_days: float = 30.0
     """SESSION_RETENTION_DAYS: soft-deleted sessions are purged after this many days."""
     multi_agent_mode: bool = True
@@ -155,6 +158,7 @@ class Settings:
             hitl_addr=_address(env, "HITL_ADDR", cls.hitl_addr),
             llmproxy_addr=_address(env, "LLMPROXY_ADDR", cls.llmproxy_addr),
             hitl_timeout=_number(env, "HITL_TIMEOUT", cls.hitl_timeout, minimum=0.1),
+            tool_timeout=_number(env, "TOOL_TIMEOUT", cls.tool_timeout),
             session_retention_days=_number(
                 env, "SESSION_RETENTION_DAYS", cls.session_retention_days, minimum=0
             ),

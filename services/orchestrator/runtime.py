@@ -28,11 +28,12 @@ from services.orchestrator.ownership import Ownership
 from services.orchestrator.session_states import TERMINAL, SessionState, sources_of
 from services.orchestrator.store import SessionStore
 from services.orchestrator.templates import AgentRegistry
+from services.orchestrator.tool_timeouts import TimedOut, ToolTimeouts
 
 log = logging.getLogger(__name__)
 
 IDLE_SECONDS = 60.0
-Item = pb.ClientMessage | Expired
+Item = pb.ClientMessage | Expired | TimedOut
 DONE_STATES = {
     "completed": SessionState.COMPLETED,
     "awaiting_user": SessionState.WAITING_FOR_CLARIFICATION,
@@ -54,6 +55,7 @@ class Runtime:
         ownership: Ownership,
         instances: InstancePool,
         client_ids: ClientIds,
+        timeouts: ToolTimeouts,
         *,
         sweep_every: float = 1.0,
         retention_days: float = 30.0,
@@ -66,6 +68,7 @@ class Runtime:
         self.ownership = ownership
         self.instances = instances
         self.client_ids = client_ids
+        self.timeouts = timeouts
         self.sweep_every = sweep_every
         self.retention_days = retention_days
         self._inboxes: dict[str, asyncio.Queue[tuple[str, Item]]] = {}
@@ -81,6 +84,7 @@ class Runtime:
         self.ownership.on_events = self._nudge
         self._background = [
             asyncio.create_task(self._every(self.sweep_every, self._expire), name="expiry"),
+            asyncio.create_task(self._every(self.sweep_every, self._time_out), name="timeouts"),
             asyncio.create_task(self._every(2.0, self._take_over), name="takeover"),
             asyncio.create_task(self._every(3600.0, self._purge), name="retention"),
         ]
@@ -308,6 +312,9 @@ class Runtime:
             if isinstance(item, Expired):
                 await inputs.expired(item)
                 return
+            if isinstance(item, TimedOut):
+                await inputs.timed_out(item)
+                return
             kind = item.WhichOneof("message")
             if kind == "user_message":
                 await inputs.user_message(sid, item.user_message)
@@ -353,6 +360,24 @@ class Runtime:
                 await self.ownership.post(
                     expired.session_id, "", pb.ClientMessage(hitl_decision=decision)
                 )
+
+    async def _time_out(self) -> None:
+        """Close overdue tool calls of the sessions this replica owns (or can take);
+        another replica's are its own sweep's."""
+        for due in await self.timeouts.overdue():
+            if await self._own(due.session_id):
+                await self._local(due.session_id, "", due)
+
+    async def resend_dispatched(self, session_id: str) -> list[pb.ServerEvent]:
+        """The tool_call of every dispatched, unanswered call, as first sent, and the
+        ``done`` that follows: for an IDE that reconnects and may have lost them."""
+        calls = await self.inputs.loop.ledger.open_calls(session_id)
+        sent = [
+            self.inputs.loop.tool_call_event(call, call.arguments, False, call.reason)
+            for call in calls
+            if call.state == "dispatched" and isinstance(call.arguments, dict)
+        ]
+        return [*sent, events.done("awaiting_tool_result")] if sent else []
 
     async def _take_over(self) -> None:
         """Sessions whose owner died: messages waiting, or a turn cut off."""

@@ -38,6 +38,7 @@ from services.orchestrator.servicer import (
 )
 from services.orchestrator.store import SQL_DIR, SessionStore
 from services.orchestrator.templates import AgentRegistry, install_templates
+from services.orchestrator.tool_timeouts import ToolTimeouts
 from services.orchestrator.toolbox import Toolbox
 
 MIGRATIONS = (("orchestrator", SQL_DIR / "migrations"),)
@@ -92,6 +93,7 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         Ownership(pool),
         instances,
         ClientIds(pool),
+        ToolTimeouts(pool, loop.toolbox.catalog, settings.tool_timeout),
         sweep_every=min(1.0, settings.hitl_timeout / 4),
         retention_days=settings.session_retention_days,
     )

@@ -159,6 +159,11 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
         with log_context(session_id=sid):
             await self.runtime.attach(sid, user)
             subscription = await self.hub.subscribe(sid, first.attach.last_seq)
+            if first.attach.last_seq >= 0:
+                # A reconnecting IDE may have lost a tool_call it never ran: each unanswered
+                # one is sent again after the replay, outside the log, with the same call_id.
+                for event in await self.runtime.resend_dispatched(sid):
+                    self.hub.tell(sid, event, only=subscription)
 
             async def read() -> None:
                 async for message in request_iterator:

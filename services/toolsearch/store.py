@@ -37,6 +37,7 @@ def _tool(row: asyncpg.Record) -> Tool:
         risk=row["risk"],
         long_description=row["long_description"],
         deprecated=row["deprecated"],
+        timeout_seconds=row["timeout_seconds"],
     )
 
 
@@ -86,6 +87,7 @@ class CatalogWriter:
                     d.deprecated,
                     vector_literal(vector),
                     model,
+                    d.timeout_seconds,
                 )
                 for d, version, vector in versions
             ],

@@ -126,7 +126,7 @@ select call_id, session_id, agent, tool_name, arguments, executor, state, requir
        reason, plan_id, step_id
 from orchestrator.tool_calls
 where session_id = $1
-  and state not in ('completed', 'failed', 'cancelled', 'rejected', 'expired')
+  and state not in ('completed', 'failed', 'cancelled', 'rejected', 'expired', 'timed_out')
 order by position
 limit 1;
 
@@ -149,7 +149,7 @@ select call_id, session_id, agent, tool_name, arguments, executor, state, requir
        reason, plan_id, step_id
 from orchestrator.tool_calls
 where session_id = $1
-  and state not in ('completed', 'failed', 'cancelled', 'rejected', 'expired')
+  and state not in ('completed', 'failed', 'cancelled', 'rejected', 'expired', 'timed_out')
 order by position;
 
 -- name: create_plan
@@ -317,7 +317,7 @@ select m.session_id, m.user_id, m.title, m.system_prompt, m.current_agent,
            where (c.session_id = m.session_id or c.session_id in (
                       select k.session_id from orchestrator.sessions k
                       where k.parent_session_id = m.session_id))
-             and c.state not in ('completed', 'failed', 'cancelled', 'rejected', 'expired')
+             and c.state not in ('completed', 'failed', 'cancelled', 'rejected', 'expired', 'timed_out')
        ) as open_calls,
        exists (
            select 1 from orchestrator.plans p
@@ -356,3 +356,11 @@ where session_id = $1 and client_message_id = $2;
 
 -- name: forget_client_message
 delete from orchestrator.client_messages where session_id = $1 and client_message_id = $2;
+
+-- name: overdue_calls
+-- Dispatched calls waiting longer than $1 seconds (the shortest tool timeout), with how long.
+select session_id, call_id, tool_name, extract(epoch from now() - updated_at)::float8 as waited
+from orchestrator.tool_calls
+where state = 'dispatched' and updated_at < now() - make_interval(secs => $1)
+order by updated_at
+limit 500;
