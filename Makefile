@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 PROTOS := $(wildcard protos/codelab/v1/*.proto)
 STUBS  := $(patsubst protos/%.proto,%_pb2.py,$(PROTOS))
 
-.PHONY: install proto proto-check run test lint format bench soak clean
+.PHONY: install proto proto-check run test lint format bench soak chaos fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,11 @@ bench: $(STAMP) $(STUBS)
 # Bounded: stops by itself after MINUTES (default 3).
 soak: $(STAMP) $(STUBS)
 	$(BIN)/python -m bench.soak --minutes $(or $(MINUTES),3)
+
+# Kills random mesh processes KILLS times (default 40) while sessions stream; exits 1 when
+# a check fails. Bounded (15 minutes at most).
+chaos: $(STAMP) $(STUBS)
+	$(BIN)/python -m bench.chaos --kills $(or $(KILLS),40)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
