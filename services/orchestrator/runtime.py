@@ -154,12 +154,14 @@ class Runtime:
         if isinstance(item, pb.ClientMessage):
             kind = item.WhichOneof("message")
             if kind == "cancel" and busy:
-                # The worker sees the interrupted task and closes the turn itself.
-                assert running is not None
                 await self._started(sid, cid)
-                running.cancel()
-                self._live.get(sid, set()).discard(cid or "")
-                return "accepted"
+                running = self._running.get(sid)
+                if running is not None and not running.done():
+                    # The worker sees the interrupted task and closes the turn itself.
+                    running.cancel()
+                    self._live.get(sid, set()).discard(cid or "")
+                    return "accepted"
+                # The turn ended meanwhile: an idle session's cancel, through the inbox.
             elif kind == "user_message" and busy:
                 policy = (await self.store.get_session(sid)).busy_policy
                 if policy == "reject":
