@@ -47,6 +47,11 @@ soak: $(STAMP) $(STUBS)
 chaos: $(STAMP) $(STUBS)
 	$(BIN)/python -m bench.chaos --kills $(or $(KILLS),40)
 
+# The fuzz suite (part of make test with few examples) at length: random seeds,
+# FUZZ_EXAMPLES (2000) examples per test, an hour at most per test.
+fuzz: $(STAMP) $(STUBS)
+	FUZZ_EXAMPLES=$(or $(FUZZ_EXAMPLES),2000) FUZZ_RANDOM=1 $(BIN)/python -m pytest -q --timeout 3600 tests/fuzz
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

@@ -331,7 +331,9 @@ class Runtime:
             elif kind == "cancel":
                 await inputs.cancelled(sid)
             elif kind == "rejected":
-                code = pb.ErrorCode.Name(item.rejected.error_code)
+                number = item.rejected.error_code
+                known = number != pb.ERROR_CODE_UNSPECIFIED and number in pb.ErrorCode.values()
+                code = pb.ErrorCode.Name(number) if known else "INVALID_MESSAGE_TYPE"
                 await self.hub.emit(sid, events.error(code, item.rejected.content))
             else:
                 await inputs.fail(sid, "INVALID_MESSAGE_TYPE", f"{kind} is not accepted here")
