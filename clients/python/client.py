@@ -7,6 +7,7 @@ services' stubs; ``SessionStream`` is one IDE connection's bidirectional Stream.
 from __future__ import annotations
 
 import asyncio
+import collections
 from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import cast
@@ -31,8 +32,14 @@ from services.common.settings import Settings
 class SessionStream:
     """One attached Stream: send the IDE's messages, iterate the session's events."""
 
-    def __init__(self, call: aio.StreamStreamCall[common.ClientMessage, common.ServerEvent]):
+    def __init__(
+        self,
+        call: aio.StreamStreamCall[common.ClientMessage, common.ServerEvent],
+        assign_ids: bool = True,
+    ):
         self._call = call
+        self.assign_ids = assign_ids
+        self._ready: collections.deque[common.ServerEvent] = collections.deque()
         self._send_lock = asyncio.Lock()
         self.closed = False
         """Closed by this side (a read failing with CANCELLED then is no news)."""
@@ -43,7 +50,7 @@ class SessionStream:
         runtime applies once gets a fresh ``client_message_id`` when it has none (set on
         ``message`` itself, so resending the same object is safe)."""
         kind = message.WhichOneof("message")
-        if kind in ONCE and not message.HasField("client_message_id"):
+        if self.assign_ids and kind in ONCE and not message.HasField("client_message_id"):
             message.client_message_id = new_client_id()
         async with self._send_lock:
             try:
@@ -62,18 +69,22 @@ class SessionStream:
         )
 
     async def __aiter__(self) -> AsyncIterator[common.ServerEvent]:
-        """Every event, one at a time (events the runtime sent together in ``then`` too)."""
+        """Every event, one at a time (events the runtime sent together in ``then`` too).
+
+        Events of a batch not yet handed out wait on the stream, not in the iterator: a
+        loop that stops early (``until_done``) loses none of them to the next one."""
         while True:
+            if self._ready:
+                yield self._ready.popleft()
+                continue
             event = await self._call.read()
             if event is aio.EOF:
                 return
             assert isinstance(event, common.ServerEvent)
-            following = list(event.then)
-            if following:
+            if event.then:
+                self._ready.extend(event.then)
                 event.ClearField("then")
             yield event
-            for other in following:
-                yield other
 
     async def until_done(self) -> list[common.ServerEvent]:
         """Every event up to and including the next ``done``."""
@@ -123,6 +134,9 @@ class MeshClient:
             for name, addr in self.addresses.items()
             if addr
         }
+        self.assign_ids = True
+        """Streams give every once-only message a client_message_id (off in the gateway,
+        which passes the IDE's own through)."""
         self.runtime = cast(
             "runtime_pb2_grpc.AgentRuntimeAsyncStub",
             runtime_pb2_grpc.AgentRuntimeStub(self._channels["orchestrator"]),
@@ -175,7 +189,7 @@ class MeshClient:
     ) -> SessionStream:
         """Attach to ``session_id``; ``last_seq`` >= 0 replays the events after it."""
         call = self.runtime.Stream()
-        stream = SessionStream(call)
+        stream = SessionStream(call, self.assign_ids)
         await stream.send(
             common.ClientMessage(
                 attach=common.Attach(session_id=session_id, last_seq=last_seq, user_id=user_id)

@@ -41,6 +41,7 @@ def error_body(code: str, message: str, details: dict[str, Any] | None = None) -
 def create_app(settings: Settings, client: MeshClient) -> FastAPI:
     """The gateway over ``client``; it keeps no session state of its own."""
     auth = Authenticator(settings.gateway_api_keys, settings.internal_api_key)
+    client.assign_ids = False  # a transport: the IDE's client_message_id, or none
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -150,3 +150,25 @@ async def test_a_bad_client_message_id_is_refused_with_its_code(mesh: Mesh) -> N
         await client.send({"type": "user_message", "content": "x", "client_message_id": 7})
         told = json.loads(await client.ws.recv())
     assert (told["type"], told["error_code"]) == ("error", "MISSING_REQUIRED_FIELD")
+
+
+async def test_the_python_client_gives_every_message_an_id(mesh: Mesh) -> None:
+    mesh.scripted.enqueue({"text": "Once."})
+    message = pb.ClientMessage(user_message=pb.UserMessage(content="resent as is"))
+    async with asyncio.timeout(20):
+        async with await mesh.client.open_stream("client-ids") as stream:
+            await stream.send(message)
+            await stream.send(message)  # the same object: the same id
+            seen = await stream.until_done()
+            seen += await stream.until_done()
+    assert message.client_message_id
+    assert sorted(e.done.status for e in seen if e.HasField("done")) == ["completed", "duplicate"]
+
+
+async def test_the_gateway_adds_no_id_to_an_ide_message_without_one(mesh: Mesh) -> None:
+    mesh.scripted.enqueue({"text": "One."}, {"text": "Two."})
+    async with ide(mesh, "no-ids") as client:
+        first = await client.say("same text")
+        second = await client.say("same text")
+    assert (text_of(first), text_of(second)) == ("One.", "Two.")
+    assert await user_messages(mesh.client, "no-ids") == ["same text", "same text"]
