@@ -54,6 +54,8 @@ async def pump_to_websocket(stream: SessionStream, websocket: WebSocket, session
         return
     except (WebSocketDisconnect, RuntimeError, OSError):
         return  # the IDE went away; the receiving side ends the session
+    if stream.closed:
+        return
     ended = local_error(
         "SERVICE_UNAVAILABLE",
         "the runtime ended the stream",

@@ -373,15 +373,16 @@ class Runtime:
                 await self._local(due.session_id, "", due)
 
     async def resend_dispatched(self, session_id: str) -> list[pb.ServerEvent]:
-        """The tool_call of every dispatched, unanswered call, as first sent, and the
-        ``done`` that follows: for an IDE that reconnects and may have lost them."""
+        """The tool_call of every dispatched, unanswered call, as first sent: for an IDE
+        that reconnects and may have lost one. No ``done`` follows: the runtime already
+        said it waits, and an IDE that kept the call must not read this as a new turn."""
         calls = await self.inputs.loop.ledger.open_calls(session_id)
         sent = [
             self.inputs.loop.tool_call_event(call, call.arguments, False, call.reason)
             for call in calls
             if call.state == "dispatched" and isinstance(call.arguments, dict)
         ]
-        return [*sent, events.done("awaiting_tool_result")] if sent else []
+        return sent
 
     async def _take_over(self) -> None:
         """Sessions whose owner died: messages waiting, or a turn cut off."""
