@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 PROTOS := $(wildcard protos/codelab/v1/*.proto)
 STUBS  := $(patsubst protos/%.proto,%_pb2.py,$(PROTOS))
 
-.PHONY: install proto proto-check run test lint format bench soak clean
+.PHONY: install proto proto-check run test lint format bench soak chaos fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,16 @@ bench: $(STAMP) $(STUBS)
 # Bounded: stops by itself after MINUTES (default 3).
 soak: $(STAMP) $(STUBS)
 	$(BIN)/python -m bench.soak --minutes $(or $(MINUTES),3)
+
+# Kills random mesh processes KILLS times (default 40) while sessions stream; exits 1 when
+# a check fails. Bounded (15 minutes at most).
+chaos: $(STAMP) $(STUBS)
+	$(BIN)/python -m bench.chaos --kills $(or $(KILLS),40)
+
+# The fuzz suite (part of make test with few examples) at length: random seeds,
+# FUZZ_EXAMPLES (2000) examples per test, an hour at most per test.
+fuzz: $(STAMP) $(STUBS)
+	FUZZ_EXAMPLES=$(or $(FUZZ_EXAMPLES),2000) FUZZ_RANDOM=1 $(BIN)/python -m pytest -q --timeout 3600 tests/fuzz
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -17,7 +17,7 @@ import secrets
 import signal
 import sys
 from collections import Counter, deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -176,7 +176,11 @@ async def fresh_database(server_dsn: str) -> AsyncIterator[str]:
 
 @contextlib.asynccontextmanager
 async def running_mesh(
-    server_dsn: str, *, token_delay_ms: int, multi_agent: bool = True
+    server_dsn: str,
+    *,
+    token_delay_ms: int,
+    multi_agent: bool = True,
+    extra_env: Mapping[str, str] | None = None,
 ) -> AsyncIterator[BenchMesh]:
     """Start the supervisor on free ports against a fresh database; stop it afterwards."""
     async with fresh_database(server_dsn) as dsn:
@@ -192,6 +196,7 @@ async def running_mesh(
             "MULTI_AGENT_MODE": "true" if multi_agent else "false",
             "SUPERVISOR_GRACE": "5",
             **{f"{n}_ADDR": f"127.0.0.1:{_free_port_pair(METRICS_OFFSET)}" for n in GRPC_SERVICES},
+            **(extra_env or {}),
         }
         env.pop("OPENAI_BASE_URL", None)  # the scripted model, whose pace the bench sets
         process = await asyncio.create_subprocess_exec(
@@ -213,7 +218,7 @@ async def running_mesh(
         try:
             up = asyncio.create_task(ready.wait())
             exited = asyncio.create_task(process.wait())
-            # Whichever comes first: "is up", the supervisor giving up, or the deadline.
+            # Whichever comes first: "is up", the supervisor exiting, or the deadline.
             await asyncio.wait({up, exited}, timeout=READY_SECONDS, return_when="FIRST_COMPLETED")
             up.cancel()
             exited.cancel()

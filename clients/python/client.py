@@ -7,6 +7,7 @@ services' stubs; ``SessionStream`` is one IDE connection's bidirectional Stream.
 from __future__ import annotations
 
 import asyncio
+import collections
 from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import cast
@@ -15,6 +16,7 @@ import grpc
 from grpc import aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from clients.python.ids import ONCE, new_client_id
 from codelab.v1 import (
     access_pb2_grpc,
     admin_pb2_grpc,
@@ -33,31 +35,63 @@ from services.common.tls import MeshTls
 class SessionStream:
     """One attached Stream: send the IDE's messages, iterate the session's events."""
 
-    def __init__(self, call: aio.StreamStreamCall[common.ClientMessage, common.ServerEvent]):
+    def __init__(
+        self,
+        call: aio.StreamStreamCall[common.ClientMessage, common.ServerEvent],
+        assign_ids: bool = True,
+    ):
         self._call = call
+        self.assign_ids = assign_ids
+        self._ready: collections.deque[common.ServerEvent] = collections.deque()
         self._send_lock = asyncio.Lock()
+        self.closed = False
+        """Closed by this side (a read failing with CANCELLED then is no news)."""
 
     async def send(self, message: common.ClientMessage) -> None:
-        """Send one message; with tracing on it carries the current trace context (the
-        Stream's own metadata names only the connection's)."""
+        """Write one message; a stream that already ended raises its ``AioRpcError``
+        (grpc raises ``InvalidStateError`` there, which says nothing of why). A message the
+        runtime applies once gets a fresh ``client_message_id`` when it has none (set on
+        ``message`` itself, so resending the same object is safe); with tracing on it
+        carries the current trace context (the Stream's own metadata names only the
+        connection's)."""
+        kind = message.WhichOneof("message")
+        if self.assign_ids and kind in ONCE and not message.HasField("client_message_id"):
+            message.client_message_id = new_client_id()
         if tracing.enabled() and not message.trace_context and not message.HasField("attach"):
             tracing.inject(message.trace_context)
         async with self._send_lock:
-            await self._call.write(message)
+            try:
+                await self._call.write(message)
+            except (asyncio.InvalidStateError, aio.UsageError):
+                raise await self.failure() from None
+
+    async def failure(self) -> aio.AioRpcError:
+        """How the call ended, as the error a failed read would raise."""
+        self._call.cancel()  # no-op on a finished call; never wait on a live one
+        return aio.AioRpcError(
+            await self._call.code(),
+            await self._call.initial_metadata() or aio.Metadata(),
+            await self._call.trailing_metadata() or aio.Metadata(),
+            await self._call.details(),
+        )
 
     async def __aiter__(self) -> AsyncIterator[common.ServerEvent]:
-        """Every event, one at a time (events the runtime sent together in ``then`` too)."""
+        """Every event, one at a time (events the runtime sent together in ``then`` too).
+
+        Events of a batch not yet handed out wait on the stream, not in the iterator: a
+        loop that stops early (``until_done``) loses none of them to the next one."""
         while True:
+            if self._ready:
+                yield self._ready.popleft()
+                continue
             event = await self._call.read()
             if event is aio.EOF:
                 return
             assert isinstance(event, common.ServerEvent)
-            following = list(event.then)
-            if following:
+            if event.then:
+                self._ready.extend(event.then)
                 event.ClearField("then")
             yield event
-            for other in following:
-                yield other
 
     async def until_done(self) -> list[common.ServerEvent]:
         """Every event up to and including the next ``done``."""
@@ -69,6 +103,7 @@ class SessionStream:
         return seen
 
     def close(self) -> None:
+        self.closed = True
         self._call.cancel()
 
     async def __aenter__(self) -> SessionStream:
@@ -107,6 +142,9 @@ class MeshClient:
             for name, addr in self.addresses.items()
             if addr
         }
+        self.assign_ids = True
+        """Streams give every once-only message a client_message_id (off in the gateway,
+        which passes the IDE's own through)."""
         self.runtime = cast(
             "runtime_pb2_grpc.AgentRuntimeAsyncStub",
             runtime_pb2_grpc.AgentRuntimeStub(self._channels["orchestrator"]),
@@ -168,7 +206,7 @@ class MeshClient:
     ) -> SessionStream:
         """Attach to ``session_id``; ``last_seq`` >= 0 replays the events after it."""
         call = self.runtime.Stream()
-        stream = SessionStream(call)
+        stream = SessionStream(call, self.assign_ids)
         await stream.send(
             common.ClientMessage(
                 attach=common.Attach(session_id=session_id, last_seq=last_seq, user_id=user_id)

@@ -22,6 +22,8 @@ from urllib.parse import quote, urlencode
 import orjson
 from websockets.asyncio.client import ClientConnection, connect
 
+from clients.python.ids import ONCE, new_client_id
+
 Event = dict[str, Any]
 """One runtime event as the IDE sees it (decoded JSON)."""
 
@@ -77,7 +79,10 @@ class IdeConnection:
         self.session_id = session_id
 
     async def send(self, message: Mapping[str, Any]) -> None:
-        """Send one IDE message as a JSON text frame."""
+        """Send one IDE message as a JSON text frame; a message the runtime applies once
+        gets a ``client_message_id`` when it has none, so a resend is safe."""
+        if message.get("type") in ONCE and "client_message_id" not in message:
+            message = {**message, "client_message_id": new_client_id()}
         await self.ws.send(json.dumps(message))
 
     async def user_message(self, content: str, *, agent_type: str | None = None) -> None:

@@ -70,6 +70,8 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     """
     GATEWAY_UNREACHABLE: _ErrorCode.ValueType  # 41
     """Seed 001: the gateway cannot be reached (raised by the IDE-side clients)."""
+    TOOL_TIMEOUT: _ErrorCode.ValueType  # 30
+    """A dispatched tool call had no result within its TOOL_TIMEOUT (seed 001)."""
 
 class ErrorCode(_ErrorCode, metaclass=_ErrorCodeEnumTypeWrapper):
     """Error codes of the spec (seed 000 section E, plus the stream/transport ones)."""
@@ -112,6 +114,8 @@ of an unknown `type` stays INVALID_MESSAGE_TYPE (seed 000).
 """
 GATEWAY_UNREACHABLE: ErrorCode.ValueType  # 41
 """Seed 001: the gateway cannot be reached (raised by the IDE-side clients)."""
+TOOL_TIMEOUT: ErrorCode.ValueType  # 30
+"""A dispatched tool call had no result within its TOOL_TIMEOUT (seed 001)."""
 Global___ErrorCode: _TypeAlias = ErrorCode  # noqa: Y015
 
 class _Decision:
@@ -542,9 +546,12 @@ class ErrorEvent(_message.Message):
     ERROR_CODE_FIELD_NUMBER: _builtins.int
     DETAILS_JSON_FIELD_NUMBER: _builtins.int
     CONTEXT_FIELD_NUMBER: _builtins.int
+    CLIENT_MESSAGE_ID_FIELD_NUMBER: _builtins.int
     content: _builtins.str
     error_code: Global___ErrorCode.ValueType
     details_json: _builtins.str
+    client_message_id: _builtins.str
+    """The client message this error answers, when it carried an id."""
     @_builtins.property
     def context(self) -> Global___ErrorContext: ...
     def __init__(
@@ -554,15 +561,20 @@ class ErrorEvent(_message.Message):
         error_code: Global___ErrorCode.ValueType = ...,
         details_json: _builtins.str | None = ...,
         context: Global___ErrorContext | None = ...,
+        client_message_id: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_context", b"_context", "_details_json", b"_details_json", "context", b"context", "details_json", b"details_json"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_client_message_id", b"_client_message_id", "_context", b"_context", "_details_json", b"_details_json", "client_message_id", b"client_message_id", "context", b"context", "details_json", b"details_json"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_context", b"_context", "_details_json", b"_details_json", "content", b"content", "context", b"context", "details_json", b"details_json", "error_code", b"error_code"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_client_message_id", b"_client_message_id", "_context", b"_context", "_details_json", b"_details_json", "client_message_id", b"client_message_id", "content", b"content", "context", b"context", "details_json", b"details_json", "error_code", b"error_code"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__client_message_id: _TypeAlias = _typing.Literal["client_message_id"]  # noqa: Y015
+    _WhichOneofArgType__client_message_id: _TypeAlias = _typing.Literal["_client_message_id", b"_client_message_id"]  # noqa: Y015
     _WhichOneofReturnType__context: _TypeAlias = _typing.Literal["context"]  # noqa: Y015
     _WhichOneofArgType__context: _TypeAlias = _typing.Literal["_context", b"_context"]  # noqa: Y015
     _WhichOneofReturnType__details_json: _TypeAlias = _typing.Literal["details_json"]  # noqa: Y015
     _WhichOneofArgType__details_json: _TypeAlias = _typing.Literal["_details_json", b"_details_json"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__client_message_id) -> _WhichOneofReturnType__client_message_id | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__context) -> _WhichOneofReturnType__context | None: ...
     @_typing.overload
@@ -712,20 +724,38 @@ class Done(_message.Message):
 
     IS_FINAL_FIELD_NUMBER: _builtins.int
     STATUS_FIELD_NUMBER: _builtins.int
+    CLIENT_MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    FIRST_SEQ_FIELD_NUMBER: _builtins.int
     is_final: _builtins.bool
     status: _builtins.str
-    """completed | awaiting_tool_result | awaiting_approval | awaiting_plan_approval | cancelled | error"""
+    """completed | awaiting_tool_result | awaiting_approval | awaiting_plan_approval | cancelled
+    | error | duplicate
+    """
+    client_message_id: _builtins.str
+    """status `duplicate` for a repeated client_message_id: the id, and the seq where the
+    first delivery's events start (replay from first_seq - 1 to see them).
+    """
+    first_seq: _builtins.int
     def __init__(
         self,
         *,
         is_final: _builtins.bool = ...,
         status: _builtins.str = ...,
+        client_message_id: _builtins.str | None = ...,
+        first_seq: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_client_message_id", b"_client_message_id", "_first_seq", b"_first_seq", "client_message_id", b"client_message_id", "first_seq", b"first_seq"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["is_final", b"is_final", "status", b"status"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_client_message_id", b"_client_message_id", "_first_seq", b"_first_seq", "client_message_id", b"client_message_id", "first_seq", b"first_seq", "is_final", b"is_final", "status", b"status"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__client_message_id: _TypeAlias = _typing.Literal["client_message_id"]  # noqa: Y015
+    _WhichOneofArgType__client_message_id: _TypeAlias = _typing.Literal["_client_message_id", b"_client_message_id"]  # noqa: Y015
+    _WhichOneofReturnType__first_seq: _TypeAlias = _typing.Literal["first_seq"]  # noqa: Y015
+    _WhichOneofArgType__first_seq: _TypeAlias = _typing.Literal["_first_seq", b"_first_seq"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__client_message_id) -> _WhichOneofReturnType__client_message_id | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__first_seq) -> _WhichOneofReturnType__first_seq | None: ...
 
 Global___Done: _TypeAlias = Done  # noqa: Y015
 
@@ -1154,6 +1184,7 @@ class ClientMessage(_message.Message):
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
+    CLIENT_MESSAGE_ID_FIELD_NUMBER: _builtins.int
     ATTACH_FIELD_NUMBER: _builtins.int
     USER_MESSAGE_FIELD_NUMBER: _builtins.int
     TOOL_RESULT_FIELD_NUMBER: _builtins.int
@@ -1163,6 +1194,10 @@ class ClientMessage(_message.Message):
     CANCEL_FIELD_NUMBER: _builtins.int
     REJECTED_FIELD_NUMBER: _builtins.int
     TRACE_CONTEXT_FIELD_NUMBER: _builtins.int
+    client_message_id: _builtins.str
+    """Optional, chosen by the client: a repeat of user_message, switch_agent, cancel or
+    plan_decision with the same id in the same session is applied once.
+    """
     @_builtins.property
     def attach(self) -> Global___Attach: ...
     @_builtins.property
@@ -1188,6 +1223,7 @@ class ClientMessage(_message.Message):
     def __init__(
         self,
         *,
+        client_message_id: _builtins.str | None = ...,
         attach: Global___Attach | None = ...,
         user_message: Global___UserMessage | None = ...,
         tool_result: Global___ToolResult | None = ...,
@@ -1198,12 +1234,17 @@ class ClientMessage(_message.Message):
         rejected: Global___Rejected | None = ...,
         trace_context: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["attach", b"attach", "cancel", b"cancel", "hitl_decision", b"hitl_decision", "message", b"message", "plan_decision", b"plan_decision", "rejected", b"rejected", "switch_agent", b"switch_agent", "tool_result", b"tool_result", "user_message", b"user_message"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_client_message_id", b"_client_message_id", "attach", b"attach", "cancel", b"cancel", "client_message_id", b"client_message_id", "hitl_decision", b"hitl_decision", "message", b"message", "plan_decision", b"plan_decision", "rejected", b"rejected", "switch_agent", b"switch_agent", "tool_result", b"tool_result", "user_message", b"user_message"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attach", b"attach", "cancel", b"cancel", "hitl_decision", b"hitl_decision", "message", b"message", "plan_decision", b"plan_decision", "rejected", b"rejected", "switch_agent", b"switch_agent", "tool_result", b"tool_result", "trace_context", b"trace_context", "user_message", b"user_message"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_client_message_id", b"_client_message_id", "attach", b"attach", "cancel", b"cancel", "client_message_id", b"client_message_id", "hitl_decision", b"hitl_decision", "message", b"message", "plan_decision", b"plan_decision", "rejected", b"rejected", "switch_agent", b"switch_agent", "tool_result", b"tool_result", "trace_context", b"trace_context", "user_message", b"user_message"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__client_message_id: _TypeAlias = _typing.Literal["client_message_id"]  # noqa: Y015
+    _WhichOneofArgType__client_message_id: _TypeAlias = _typing.Literal["_client_message_id", b"_client_message_id"]  # noqa: Y015
     _WhichOneofReturnType_message: _TypeAlias = _typing.Literal["attach", "user_message", "tool_result", "switch_agent", "hitl_decision", "plan_decision", "cancel", "rejected"]  # noqa: Y015
     _WhichOneofArgType_message: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__client_message_id) -> _WhichOneofReturnType__client_message_id | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType_message) -> _WhichOneofReturnType_message | None: ...
 
 Global___ClientMessage: _TypeAlias = ClientMessage  # noqa: Y015

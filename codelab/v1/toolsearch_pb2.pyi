@@ -58,6 +58,7 @@ class ToolSpec(_message.Message):
     LONG_DESCRIPTION_FIELD_NUMBER: _builtins.int
     RISK_FIELD_NUMBER: _builtins.int
     DEPRECATED_FIELD_NUMBER: _builtins.int
+    TIMEOUT_SECONDS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     version: _builtins.int
     description: _builtins.str
@@ -75,6 +76,10 @@ class ToolSpec(_message.Message):
     """low | medium | high"""
     deprecated: _builtins.bool
     """Still callable, but search leaves it out unless asked."""
+    timeout_seconds: _builtins.int
+    """Seconds an IDE may take to answer a call of this tool before TOOL_TIMEOUT; 0: the
+    runtime's default.
+    """
     @_builtins.property
     def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -92,10 +97,11 @@ class ToolSpec(_message.Message):
         long_description: _builtins.str = ...,
         risk: _builtins.str = ...,
         deprecated: _builtins.bool = ...,
+        timeout_seconds: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "category", b"category", "deprecated", b"deprecated", "description", b"description", "executor", b"executor", "long_description", b"long_description", "name", b"name", "parameters_json", b"parameters_json", "risk", b"risk", "tags", b"tags", "type", b"type", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "category", b"category", "deprecated", b"deprecated", "description", b"description", "executor", b"executor", "long_description", b"long_description", "name", b"name", "parameters_json", b"parameters_json", "risk", b"risk", "tags", b"tags", "timeout_seconds", b"timeout_seconds", "type", b"type", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -299,6 +305,7 @@ class ToolInput(_message.Message):
     RISK_FIELD_NUMBER: _builtins.int
     DEPRECATED_FIELD_NUMBER: _builtins.int
     INACTIVE_FIELD_NUMBER: _builtins.int
+    TIMEOUT_SECONDS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     description: _builtins.str
     long_description: _builtins.str
@@ -314,6 +321,8 @@ class ToolInput(_message.Message):
     deprecated: _builtins.bool
     inactive: _builtins.bool
     """Set to deactivate a tool (a new version that search and ListTools no longer serve)."""
+    timeout_seconds: _builtins.int
+    """Seconds before an unanswered call is TOOL_TIMEOUT; 0: the runtime's default."""
     @_builtins.property
     def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -330,10 +339,11 @@ class ToolInput(_message.Message):
         risk: _builtins.str = ...,
         deprecated: _builtins.bool = ...,
         inactive: _builtins.bool = ...,
+        timeout_seconds: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["category", b"category", "deprecated", b"deprecated", "description", b"description", "executor", b"executor", "inactive", b"inactive", "long_description", b"long_description", "name", b"name", "parameters_json", b"parameters_json", "risk", b"risk", "tags", b"tags", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["category", b"category", "deprecated", b"deprecated", "description", b"description", "executor", b"executor", "inactive", b"inactive", "long_description", b"long_description", "name", b"name", "parameters_json", b"parameters_json", "risk", b"risk", "tags", b"tags", "timeout_seconds", b"timeout_seconds", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -108,6 +108,9 @@ class Settings:
     """LLM_TIMEOUT: seconds for one upstream call."""
     llm_max_retries: int = 2
     """LLM_MAX_RETRIES: retries before the first token on 408/409/429/5xx."""
+    llm_turn_retries: int = 3
+    """LLM_TURN_RETRIES: the orchestrator's retries (with back-off) of a model call that
+    failed before its first token, on top of llmproxy's own."""
     gateway_host: str = "127.0.0.1"
     """GATEWAY_HOST."""
     gateway_port: int = 8000
@@ -132,6 +135,9 @@ class Settings:
     """LLMPROXY_ADDR."""
     hitl_timeout: float = 300.0
     """HITL_TIMEOUT: seconds a pending approval waits before it expires."""
+    tool_timeout: float = 0.0
+    """TOOL_TIMEOUT: seconds a dispatched tool call waits for its result before it is
+    closed with TOOL_TIMEOUT; 0 (unset): each tool's own from the catalog."""
     session_retention_days: float = 30.0
     """SESSION_RETENTION_DAYS: soft-deleted sessions are purged after this many days."""
     multi_agent_mode: bool = True
@@ -200,6 +206,7 @@ class Settings:
             ),
             llm_timeout=_number(env, "LLM_TIMEOUT", cls.llm_timeout, minimum=0.01),
             llm_max_retries=int(_number(env, "LLM_MAX_RETRIES", cls.llm_max_retries)),
+            llm_turn_retries=int(_number(env, "LLM_TURN_RETRIES", cls.llm_turn_retries)),
             gateway_host=env.get("GATEWAY_HOST") or cls.gateway_host,
             gateway_port=_port(env, "GATEWAY_PORT", cls.gateway_port),
             gateway_api_keys=parse_api_keys(env.get("GATEWAY_API_KEYS", "")),
@@ -213,6 +220,7 @@ class Settings:
             hitl_addr=_address(env, "HITL_ADDR", cls.hitl_addr),
             llmproxy_addr=_address(env, "LLMPROXY_ADDR", cls.llmproxy_addr),
             hitl_timeout=_number(env, "HITL_TIMEOUT", cls.hitl_timeout, minimum=0.1),
+            tool_timeout=_number(env, "TOOL_TIMEOUT", cls.tool_timeout),
             session_retention_days=_number(
                 env, "SESSION_RETENTION_DAYS", cls.session_retention_days, minimum=0
             ),

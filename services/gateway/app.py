@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -38,6 +39,7 @@ from services.gateway.translate import (
     ProtocolError,
     normalise_stream_body,
     parse_client_message,
+    with_idempotency_key,
 )
 from services.gateway.ws_auth import authenticate, redact_server_logs
 
@@ -56,6 +58,7 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
     keys = MeshKeyChecker(client, settings.gateway_api_keys, settings.gateway_key_cache_seconds)
     auth = Authenticator(bool(settings.gateway_api_keys), settings.internal_api_key, keys)
     redact_server_logs()
+    client.assign_ids = False  # a transport: the IDE's client_message_id, or none
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -87,7 +90,7 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
         status, code, message = describe(error)
         # The session in the path is the one seed 000 shows; a limit adds retry_after.
         session_id = request.path_params.get("session_id")
-        details = {**error_details(error), **({"session_id": session_id} if session_id else {})}
+        details = {**all_details(error), **({"session_id": session_id} if session_id else {})}
         return JSONResponse(
             error_body(code, message, details), status_code=status, headers=retry_headers(details)
         )
@@ -98,16 +101,29 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
     install_admin(app, client, auth, keys)
     app.include_router(openai_api.build_router(client, auth, settings))
 
+    down_since: dict[str, str] = {}
+
     @app.get("/health", tags=["ops"])
     async def health() -> JSONResponse:
         """Each mesh service's gRPC health; 200 only when all are SERVING."""
         services = await client.health()
         healthy = all(status == "SERVING" for status in services.values())
+        now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        for name, status in services.items():
+            if status == "SERVING":
+                down_since.pop(name, None)
+            else:
+                down_since.setdefault(name, now)
         body = {
             "status": "healthy" if healthy else "unhealthy",
             "version": VERSION,
             "multi_agent_mode": settings.multi_agent_mode,
             "services": services,
+            # Which service is down and since when (first seen so by this gateway).
+            "down": {
+                name: {"status": services[name], "since": since}
+                for name, since in down_since.items()
+            },
         }
         return JSONResponse(body, status_code=200 if healthy else 503)
 
@@ -137,11 +153,7 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
         last_seq = int(raw_last) if raw_last.lstrip("-").isdigit() else -1
         WS_OPEN.inc()
         try:
-            stream = await client.open_stream(session_id, last_seq=last_seq, user_id=user)
-            await websocket_session(stream, websocket, session_id)
-        except grpc.aio.AioRpcError as error:
-            await websocket.send_json(error_event(error, session_id))
-            await websocket.close(WS_CLOSE_UNAVAILABLE)
+            await websocket_session(client, websocket, session_id, last_seq=last_seq, user=user)
         finally:
             WS_OPEN.dec()
 
@@ -187,6 +199,8 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
             raise ProtocolError("INVALID_MESSAGE", f"Invalid JSON body: {error}") from error
         session_id, raw = normalise_stream_body(body)
         message = parse_client_message(raw)
+        if not message.HasField("client_message_id"):
+            with_idempotency_key(message, request.headers)
         stream = await client.open_stream(session_id, user_id=user)
         await stream.send(message)
         SSE_REQUESTS.inc()

@@ -28,6 +28,16 @@ WS_CLOSE_INTERNAL = 1011
 WS_CLOSE_POLICY = 1008
 
 
+RETRY_AFTER_MS = 1000
+"""What a client is told to wait before retrying when a mesh service is away."""
+
+
+def retry_details(error: grpc.aio.AioRpcError) -> dict[str, int]:
+    """``{"retry_after_ms": ...}`` when the failure is one a retry may cure, else empty."""
+    unavailable = error.code() in {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+    return {"retry_after_ms": RETRY_AFTER_MS} if unavailable else {}
+
+
 def describe(error: grpc.aio.AioRpcError) -> tuple[int, str, str]:
     """(HTTP status, spec error code, message) for a failed mesh call."""
     status = HTTP_BY_STATUS.get(error.code(), 502)
@@ -37,13 +47,21 @@ def describe(error: grpc.aio.AioRpcError) -> tuple[int, str, str]:
     return status, code, error.details() or error.code().name
 
 
+def all_details(error: grpc.aio.AioRpcError) -> dict[str, Any]:
+    """What the IDE is told besides the code: the service's details (a limit's
+    ``retry_after`` seconds) and, for a service away, ``retry_after_ms``."""
+    return {**error_details(error), **retry_details(error)}
+
+
 def error_event(error: grpc.aio.AioRpcError, session_id: str) -> dict[str, Any]:
-    """A failed stream as the IDE's error event, with the service's details (retry_after)."""
+    """A failed stream as the IDE's error event, with its details (see ``all_details``)."""
     _, code, message = describe(error)
-    return local_error(code, message, session_id, error_details(error))
+    return local_error(code, message, session_id, all_details(error))
 
 
 def retry_headers(details: dict[str, Any]) -> dict[str, str]:
-    """``Retry-After`` for an error whose details carry ``retry_after`` seconds."""
+    """``Retry-After`` (whole seconds) for an error whose details say when to retry."""
     seconds = details.get("retry_after")
+    if not (isinstance(seconds, int) and seconds > 0) and "retry_after_ms" in details:
+        seconds = -(-int(details["retry_after_ms"]) // 1000)
     return {"Retry-After": str(seconds)} if isinstance(seconds, int) and seconds > 0 else {}

@@ -47,7 +47,7 @@ import grpc
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from clients.python import MeshClient
+from clients.python import MeshClient, SessionStream
 from codelab.v1 import common_pb2 as pb
 from codelab.v1 import llmproxy_pb2, runtime_pb2
 from services.common.settings import Settings
@@ -65,7 +65,7 @@ from services.gateway.openai_render import (
     run_legs,
     stream_frames,
 )
-from services.gateway.translate import parse_client_message
+from services.gateway.translate import parse_client_message, with_idempotency_key
 
 SESSION_HEADER = "X-CodeLab-Session"
 SYSTEM_ROLES = frozenset({"system", "developer"})
@@ -250,6 +250,8 @@ def build_router(client: MeshClient, auth: Authenticator, settings: Settings) ->
             target = await resolve(chat.model, request.headers, user)
             added = new_input(chat.messages)
             inputs = client_messages(added, target.agent_type, new_session=target.new)
+            if inputs[-1].HasField("user_message"):
+                with_idempotency_key(inputs[-1], request.headers)
             before = (0, 0) if target.new else await spent(target.session_id)
             if target.new:
                 title = inputs[-1].user_message.content[:TITLE_LENGTH]
@@ -267,7 +269,11 @@ def build_router(client: MeshClient, auth: Authenticator, settings: Settings) ->
         head = Header(new_completion_id(), int(time.time()), chat.model, target.session_id)
         headers = {SESSION_HEADER: target.session_id}
         extras: list[JsonObject] = []
-        legs = run_legs(stream, inputs, extras, settings.agent_stream_timeout)
+
+        async def reopen(after: int) -> SessionStream:
+            return await client.open_stream(target.session_id, last_seq=after, user_id=user)
+
+        legs = run_legs(stream, inputs, extras, settings.agent_stream_timeout, reopen)
 
         async def usage() -> JsonObject:
             prompt, completion = await spent(target.session_id)

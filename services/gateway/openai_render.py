@@ -169,34 +169,72 @@ class LegFolder:
         return list(released)
 
 
+Reopen = Callable[[int], Awaitable[SessionStream]]
+
+
 async def run_legs(
     stream: SessionStream,
     inputs: list[pb.ClientMessage],
     extras: list[JsonObject],
     idle_timeout: float,
+    reopen: Reopen,
 ) -> AsyncIterator[Output]:
-    """Send each input and fold its events up to its ``done``; stop at a fatal error."""
-    events = aiter(stream)
+    """Send each input and fold its events up to its ``done``; stop at a fatal error.
+
+    A repeated ``Idempotency-Key`` is answered ``done`` status ``duplicate`` naming the
+    seq where the first request's events start: ``reopen`` replays them from there.
+    """
+    events = aiter(stream)  # one iterator: a message may carry several events
     for position, message in enumerate(inputs):
         folder = LegFolder(release_calls=position == len(inputs) - 1, extras=extras)
         await stream.send(message)
-        while not folder.finished:
-            try:
-                async with asyncio.timeout(idle_timeout):
-                    event = await anext(events)
-            except StopAsyncIteration:
-                yield OpenAIError(503, "the runtime closed the stream", "SERVICE_UNAVAILABLE")
+        async for out in fold_leg(events, folder, idle_timeout):
+            if isinstance(out, Duplicate):
+                replay = await reopen(out.first_seq - 1)
+                try:
+                    folder = LegFolder(release_calls=folder.release_calls, extras=extras)
+                    async for again in fold_leg(aiter(replay), folder, idle_timeout):
+                        if not isinstance(again, Duplicate):
+                            yield again
+                finally:
+                    replay.close()
+                break
+            yield out
+            if isinstance(out, OpenAIError):
                 return
-            except TimeoutError:
-                yield OpenAIError(504, "no event within the stream timeout", "LLM_TIMEOUT")
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    """The leg's input was a repeat; the first one's events start at ``first_seq``."""
+
+    first_seq: int
+
+
+async def fold_leg(
+    events: AsyncIterator[pb.ServerEvent], folder: LegFolder, idle_timeout: float
+) -> AsyncIterator[Output | Duplicate]:
+    """The outputs of one leg, read from ``events`` until the folder has its ``done``."""
+    while not folder.finished:
+        try:
+            async with asyncio.timeout(idle_timeout):
+                event = await anext(events)
+        except StopAsyncIteration:
+            yield OpenAIError(503, "the runtime closed the stream", "SERVICE_UNAVAILABLE")
+            return
+        except TimeoutError:
+            yield OpenAIError(504, "no event within the stream timeout", "LLM_TIMEOUT")
+            return
+        except grpc.aio.AioRpcError as error:
+            yield error_from_rpc(error)
+            return
+        if event.HasField("done") and event.done.status == "duplicate" and event.done.first_seq:
+            yield Duplicate(event.done.first_seq)
+            return
+        for out in folder.feed(event):
+            yield out
+            if isinstance(out, OpenAIError):
                 return
-            except grpc.aio.AioRpcError as error:
-                yield error_from_rpc(error)
-                return
-            for out in folder.feed(event):
-                yield out
-                if isinstance(out, OpenAIError):
-                    return
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,12 @@ from clients.python import MeshClient
 from codelab.v1 import access_pb2, common_pb2, hitl_pb2, llmproxy_pb2, runtime_pb2
 from services.gateway import render
 from services.gateway.auth import Authenticator
-from services.gateway.translate import ProtocolError, normalise_stream_body, parse_client_message
+from services.gateway.translate import (
+    ProtocolError,
+    normalise_stream_body,
+    parse_client_message,
+    with_idempotency_key,
+)
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -293,7 +298,8 @@ def build_router(client: MeshClient, auth: Authenticator) -> APIRouter:
         if "message" not in body and "content" in body:
             body["message"] = body["content"]
         session_id, raw = normalise_stream_body(body)
-        return {"status": await submit(session_id, user, parse_client_message(raw))}
+        message = with_idempotency_key(parse_client_message(raw), request.headers)
+        return {"status": await submit(session_id, user, message)}
 
     @router.post(
         "/agent/tool_result",

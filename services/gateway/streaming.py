@@ -9,13 +9,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
-from starlette.websockets import WebSocket, WebSocketState
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
-from clients.python import SessionStream
+from clients.python import MeshClient, SessionStream
 from codelab.v1 import common_pb2 as pb
 from services.common import tracing
 from services.gateway.event_json import dumps
-from services.gateway.mesh import WS_CLOSE_UNAVAILABLE, describe, error_event
+from services.gateway.mesh import RETRY_AFTER_MS, WS_CLOSE_UNAVAILABLE, error_event
 from services.gateway.seed000 import Seed000Shape
 from services.gateway.translate import ProtocolError, event_to_json, local_error, parse_text
 
@@ -29,24 +29,47 @@ def rejected(error: ProtocolError) -> pb.ClientMessage:
     )
 
 
+async def report_and_close(websocket: WebSocket, payload: dict[str, Any]) -> None:
+    """Tell the IDE why, then close the socket as "try again later" (1013)."""
+    log.warning("stream failed", extra={"fields": {"code": payload["error_code"]}})
+    if websocket.client_state == WebSocketState.CONNECTED:
+        with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
+            await websocket.send_text(dumps(payload))
+            await websocket.close(WS_CLOSE_UNAVAILABLE)
+
+
 async def pump_to_websocket(stream: SessionStream, websocket: WebSocket, session_id: str) -> None:
-    """Forward every event of the stream; on a mesh failure tell the IDE and close."""
+    """Forward every event of the stream; when the stream ends, tell the IDE and close."""
     try:
         async for event in stream:
             await websocket.send_text(dumps(event_to_json(event)))
     except grpc.aio.AioRpcError as error:
-        if error.code() == grpc.StatusCode.CANCELLED:
-            return
-        _, code, message = describe(error)
-        log.warning("stream failed", extra={"fields": {"code": code, "err": message}})
-        if websocket.client_state == WebSocketState.CONNECTED:
-            with contextlib.suppress(RuntimeError, OSError):
-                await websocket.send_json(error_event(error, session_id))
-                await websocket.close(WS_CLOSE_UNAVAILABLE)
+        if stream.closed:
+            return  # this side closed it
+        await report_and_close(websocket, error_event(error, session_id))
+        return
+    except (WebSocketDisconnect, RuntimeError, OSError):
+        return  # the IDE went away; the receiving side ends the session
+    if stream.closed:
+        return
+    ended = local_error(
+        "SERVICE_UNAVAILABLE",
+        "the runtime ended the stream",
+        session_id,
+        {"retry_after_ms": RETRY_AFTER_MS},
+    )
+    await report_and_close(websocket, ended)
 
 
-async def websocket_session(stream: SessionStream, websocket: WebSocket, session_id: str) -> None:
+async def websocket_session(
+    client: MeshClient, websocket: WebSocket, session_id: str, *, last_seq: int, user: str
+) -> None:
     """Run one IDE connection until either side goes away."""
+    try:
+        stream = await client.open_stream(session_id, last_seq=last_seq, user_id=user)
+    except grpc.aio.AioRpcError as error:
+        await report_and_close(websocket, error_event(error, session_id))
+        return
     pump = asyncio.create_task(pump_to_websocket(stream, websocket, session_id))
     try:
         while True:
@@ -65,13 +88,13 @@ async def websocket_session(stream: SessionStream, websocket: WebSocket, session
                 kind = message.WhichOneof("message") or "empty"
                 with tracing.new_trace(f"ide {kind}", {"codelab.session_id": session_id}):
                     await stream.send(message)
-            except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
-                return  # the pump reports the failure and closes the socket
+            except grpc.aio.AioRpcError:
+                await asyncio.shield(pump)  # it reads the same failure, reports it and closes
+                return
     finally:
         stream.close()
         pump.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await pump
+        await asyncio.wait([pump])
 
 
 def sse_frame(payload: dict[str, Any], event: str = "message", seq: Any = None) -> str:
@@ -144,5 +167,4 @@ async def sse_events(
     finally:
         stream.close()
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await asyncio.wait([task])

@@ -183,7 +183,31 @@ def parse_client_message(raw: Any) -> pb.ClientMessage:
             "INVALID_MESSAGE_TYPE",
             f"unknown message type {kind!r}; expected one of {sorted(PARSERS)}",
         )
-    return parser(raw)
+    message = parser(raw)
+    if raw.get("client_message_id") is not None:
+        set_client_id(message, raw["client_message_id"], "'client_message_id'")
+    return message
+
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+CLIENT_ID_LENGTH = 200
+
+
+def set_client_id(message: pb.ClientMessage, value: Any, name: str) -> None:
+    """Give ``message`` the client's id (JSON field or ``Idempotency-Key`` header)."""
+    if not isinstance(value, str) or not 0 < len(value) <= CLIENT_ID_LENGTH:
+        raise ProtocolError(
+            "MISSING_REQUIRED_FIELD", f"{name} must be a string of 1-{CLIENT_ID_LENGTH} chars"
+        )
+    message.client_message_id = value
+
+
+def with_idempotency_key(message: pb.ClientMessage, headers: Mapping[str, str]) -> pb.ClientMessage:
+    """``message`` with the request's ``Idempotency-Key`` as its client message id."""
+    key = headers.get(IDEMPOTENCY_HEADER)
+    if key is not None:
+        set_client_id(message, key, IDEMPOTENCY_HEADER)
+    return message
 
 
 def parse_text(text: str) -> pb.ClientMessage:
@@ -204,6 +228,8 @@ def normalise_stream_body(body: Any) -> tuple[str, dict[str, Any]]:
         raise ProtocolError("MISSING_REQUIRED_FIELD", "the body requires 'session_id'")
     message = body.get("message")
     if isinstance(message, dict):
+        if "client_message_id" in body and "client_message_id" not in message:
+            message = {**message, "client_message_id": body["client_message_id"]}
         return session_id, message
     kind = body.get("message_type") or "user_message"
     flat: dict[str, Any] = {"type": kind}
@@ -221,4 +247,5 @@ def normalise_stream_body(body: Any) -> tuple[str, dict[str, Any]]:
         flat.update(call_id=body.get("tool_call_id"), **decision)
     else:
         flat.update({k: v for k, v in body.items() if k not in {"session_id", "message_type"}})
+    flat.setdefault("client_message_id", body.get("client_message_id"))
     return session_id, {k: v for k, v in flat.items() if v is not None}

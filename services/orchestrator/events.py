@@ -33,6 +33,26 @@ def done(status: str = "completed") -> pb.ServerEvent:
     return pb.ServerEvent(done=pb.Done(is_final=True, status=status))
 
 
+def duplicate(client_message_id: str, first_seq: int) -> pb.ServerEvent:
+    """A repeated client message: applied once already; its events start at ``first_seq``."""
+    return pb.ServerEvent(
+        done=pb.Done(
+            is_final=True,
+            status="duplicate",
+            client_message_id=client_message_id,
+            first_seq=first_seq,
+        )
+    )
+
+
+def refused(code: str, content: str, client_message_id: str | None) -> pb.ServerEvent:
+    """A client message that could not be accepted (its id echoed when it had one)."""
+    event = error(code, content)
+    if client_message_id:
+        event.error.client_message_id = client_message_id
+    return event
+
+
 def error(
     code: str,
     content: str,

@@ -63,6 +63,7 @@ class Subscription:
         self.session_id = session_id
         self.last = after
         # (seq, serialized event); no event: a nudge, the events are in the log.
+        # Seq 0: an event outside the log (see ``SessionHub.tell``), delivered as it comes.
         self.queue: asyncio.Queue[tuple[int, bytes | None]] = asyncio.Queue(maxsize=size)
         self.lagged = False
         self.closed = False
@@ -78,6 +79,11 @@ class Subscription:
         except asyncio.QueueFull:
             # The events are in Postgres; the subscriber re-reads them when it catches up.
             self.lagged = True
+
+    def end(self) -> None:
+        """Stop the iteration after what is queued (the stream is ending)."""
+        self.closed = True
+        self.offer(0, None)
 
     async def _replay(self, upto: int | None) -> AsyncIterator[list[bytes]]:
         """Pages of committed events after ``last`` (and before ``upto``)."""
@@ -104,6 +110,10 @@ class Subscription:
                 items.append(self.queue.get_nowait())
             ready: list[bytes] = []
             for seq, event in items:
+                if seq <= 0:
+                    if event is not None:
+                        ready.append(event)
+                    continue
                 if seq <= self.last:
                     continue
                 if event is None or seq > self.last + 1:  # a nudge or a gap: read the log
@@ -257,13 +267,30 @@ class SessionHub:
     async def subscribe(self, session_id: str, after: int) -> Subscription:
         """Events with seq > ``after``; a negative ``after`` means only new ones."""
         if after < 0:
-            await self.flush()
-            if session_id not in self._seq:
-                self._seq.update(await self.store.last_seqs([session_id]))
-            after = self._seq[session_id]
+            after = await self.next_seq(session_id) - 1
         subscription = Subscription(self, session_id, after, self.queue_size)
         self._subscribers[session_id].add(subscription)
         return subscription
+
+    def tell(
+        self, session_id: str, event: pb.ServerEvent, only: Subscription | None = None
+    ) -> None:
+        """Deliver ``event`` to this process's subscribers of the session (or ``only``)
+        without committing it (seq 0): how a client hears that its message was not
+        accepted while Postgres, which every logged event needs, does not answer."""
+        event.session_id = session_id
+        event.seq = 0
+        event.timestamp = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+        blob = event.SerializeToString()
+        for subscriber in (only,) if only else tuple(self._subscribers.get(session_id, ())):
+            subscriber.offer(0, blob)
+
+    async def next_seq(self, session_id: str) -> int:
+        """The seq the session's next event will get (everything emitted so far committed)."""
+        await self.flush()
+        if session_id not in self._seq:
+            self._seq.update(await self.store.last_seqs([session_id]))
+        return self._seq[session_id] + 1
 
     def nudge(self, session_id: str, seq: int) -> None:
         """Events up to ``seq`` were committed elsewhere; wake this process's subscribers."""

@@ -32,6 +32,7 @@ from services.orchestrator.routing import (
 )
 from services.orchestrator.store import StoredMessage
 from services.orchestrator.templates import ORCHESTRATOR, PROTECTED
+from services.orchestrator.tool_timeouts import TimedOut
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ async def _all(*writes: Awaitable[None] | None) -> None:
 CLASSIFY_SECONDS = 20.0
 DIRECTORY_ROUTES = 3
 FINISHED = ("completed", "failed")
+TIMED_OUT = "timed_out"
 CLOSED = ("cancelled", "expired", "rejected")
 # A decision as seed 004's HITL status of the call.
 STATUS_OF_DECISION = {"approve": "approved", "edit": "edited_by_human", "reject": "rejected"}
@@ -184,6 +186,14 @@ class Inputs:
             return
         if call.state in FINISHED:
             await self.loop.emit(sid, events.done("duplicate"))
+            return
+        if call.state == TIMED_OUT:
+            await self.fail(
+                sid,
+                "TOOL_TIMEOUT",
+                f"tool call {call.call_id} timed out; its result is ignored",
+                call.call_id,
+            )
             return
         if call.state in CLOSED:
             await self.fail(
@@ -326,6 +336,28 @@ class Inputs:
         await self.loop.close_open_calls(sid, "Cancelled by the user.")
         await self.plans.cancel_running(sid)
         await self.loop.emit(sid, events.done("cancelled"))
+
+    async def timed_out(self, item: TimedOut) -> None:
+        """No tool_result in time: the model reads a synthetic result and goes on."""
+        call = await self.loop.ledger.get(item.session_id, item.call_id)
+        if call is None or call.state != "dispatched":
+            return  # answered meanwhile, or already closed
+        await self.loop.complete(
+            call,
+            f"No result from the IDE within {item.seconds:g} s: the call timed out "
+            "(TOOL_TIMEOUT) and its outcome is unknown.",
+            TIMED_OUT,
+        )
+        await self.loop.emit(
+            item.session_id,
+            events.error(
+                "TOOL_TIMEOUT",
+                f"{call.tool_name} had no result within {item.seconds:g} s",
+                {"tool": call.tool_name, "timeout_seconds": item.seconds},
+                call_id=call.call_id,
+            ),
+        )
+        await self.loop.advance(item.session_id)
 
     @spans.approval_expired
     async def expired(self, item: Expired) -> None:

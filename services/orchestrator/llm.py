@@ -7,6 +7,7 @@ agent loop does not); gRPC failures become ``LlmFailure`` with the spec's code.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
@@ -20,12 +21,39 @@ from services.orchestrator import spans
 from services.orchestrator.store import StoredMessage
 from services.orchestrator.toolbox import ToolSpec
 
+log = logging.getLogger(__name__)
+
 RESTART_ATTEMPTS = 6
+"""Calls while llmproxy itself restarts (the transport fails, no error code)."""
+TURN_BACKOFF, TURN_BACKOFF_MAX = 0.5, 4.0
 _CODE_BY_STATUS = {
     grpc.StatusCode.UNAVAILABLE: "LLM_PROXY_UNAVAILABLE",
     grpc.StatusCode.DEADLINE_EXCEEDED: "LLM_TIMEOUT",
     grpc.StatusCode.ABORTED: "LLM_STREAM_INTERRUPTED",
 }
+_TRANSPORT = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.CANCELLED,
+    }
+)
+RETRIED_CODES = frozenset({"LLM_PROXY_UNAVAILABLE", "LLM_STREAM_INTERRUPTED"})
+"""Before the first token, nothing was shown: an unreachable or overloaded upstream, or a
+stream cut before it said anything, is worth another call. A timeout or a refusal is not."""
+
+
+def retry_delay(
+    status: grpc.StatusCode, code: str | None, attempt: int, retries: int
+) -> float | None:
+    """Seconds before another try of a call that failed before its first token
+    (``attempt`` counts from 0), or None when it is not to be retried."""
+    if code is None and status in _TRANSPORT and attempt < RESTART_ATTEMPTS - 1:
+        return float(min(0.2 * 2**attempt, 2.0))  # llmproxy restarting: back within seconds
+    if code in RETRIED_CODES and attempt < retries:
+        return float(min(TURN_BACKOFF * 2**attempt, TURN_BACKOFF_MAX))
+    return None
 
 
 class LlmFailure(ServiceError):
@@ -90,9 +118,13 @@ def to_proto(message: StoredMessage, with_reasoning: bool = False) -> pb.ChatMes
 class LlmClient:
     """Streams completions through llmproxy."""
 
-    def __init__(self, stub: pb_grpc.LlmProxyAsyncStub, deadline: float) -> None:
+    def __init__(
+        self, stub: pb_grpc.LlmProxyAsyncStub, deadline: float, turn_retries: int = 3
+    ) -> None:
         self.stub = stub
         self.deadline = deadline
+        self.turn_retries = turn_retries
+        """Retries of a turn's model call that failed before its first token."""
 
     @spans.model_call
     async def complete(
@@ -126,8 +158,11 @@ class LlmClient:
             request.max_tokens = max_tokens
         if upstream_seconds is not None:  # the template's timeouts.llm_seconds
             request.timeout_seconds = upstream_seconds
+        # Classification falls back to keywords at once: only turns are retried in full.
+        retries = self.turn_retries if purpose != "classification" else 0
         started = False
-        for attempt in range(RESTART_ATTEMPTS):
+        attempt = 0
+        while True:
             call = self.stub.Complete(request, timeout=self.deadline)
             try:
                 async for chunk in call:
@@ -135,18 +170,17 @@ class LlmClient:
                     yield self._output(chunk)
                 return
             except grpc.aio.AioRpcError as error:
-                # No error code: the transport failed (llmproxy itself is restarting), not
-                # the upstream model, whose retries llmproxy already spent.
-                restarting = (
-                    error.code() == grpc.StatusCode.UNAVAILABLE
-                    and error_code(error) is None
-                    and not started
-                )
-                if restarting and attempt < RESTART_ATTEMPTS - 1:
-                    # llmproxy is restarting (the supervisor brings it back within seconds).
-                    await asyncio.sleep(min(0.2 * 2**attempt, 2.0))
+                code = error_code(error)
+                delay = None if started else retry_delay(error.code(), code, attempt, retries)
+                if delay is not None:
+                    log.warning(
+                        "retrying a model call that failed before its first token",
+                        extra={"fields": {"attempt": attempt + 1, "delay_s": delay, "code": code}},
+                    )
+                    attempt += 1
+                    await asyncio.sleep(delay)
                     continue
-                code = error_code(error) or _CODE_BY_STATUS.get(error.code(), "LLM_ERROR")
+                code = code or _CODE_BY_STATUS.get(error.code(), "LLM_ERROR")
                 if started and code == "LLM_PROXY_UNAVAILABLE":
                     code = "LLM_STREAM_INTERRUPTED"
                 raise LlmFailure(error.details() or str(error.code()), code=code) from error

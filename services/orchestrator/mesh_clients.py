@@ -215,7 +215,10 @@ class HitlClient:
 async def load_catalog(stub: toolsearch_pb2_grpc.ToolSearchAsyncStub) -> list[ToolSpec]:
     reply = await call(lambda: stub.ListTools(toolsearch_pb2.ListToolsRequest()))
     return catalog_from_json(
-        [(t.name, t.description, t.parameters_json, t.executor) for t in reply.tools]
+        [
+            (t.name, t.description, t.parameters_json, t.executor, t.timeout_seconds)
+            for t in reply.tools
+        ]
     )
 
 

@@ -15,7 +15,7 @@ class MeteredLlm(LlmClient):
     """An LlmClient whose calls go through ``limits``."""
 
     def __init__(self, inner: LlmClient, limits: UserLimits) -> None:
-        super().__init__(inner.stub, inner.deadline)
+        super().__init__(inner.stub, inner.deadline, inner.turn_retries)
         self.limits = limits
 
     async def complete(

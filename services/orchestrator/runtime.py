@@ -20,6 +20,7 @@ from services.common.errors import ServiceError
 from services.common.logs import log_context
 from services.orchestrator import events, spans
 from services.orchestrator.agent_instance import SCRATCH
+from services.orchestrator.client_ids import ClientIds, client_message_id, kind_of
 from services.orchestrator.hub import SessionHub
 from services.orchestrator.inputs import Inputs
 from services.orchestrator.instances import InstancePool
@@ -30,12 +31,13 @@ from services.orchestrator.ownership import Ownership
 from services.orchestrator.session_states import TERMINAL, SessionState, sources_of
 from services.orchestrator.store import SessionStore
 from services.orchestrator.templates import AgentRegistry
+from services.orchestrator.tool_timeouts import TimedOut, ToolTimeouts
 
 log = logging.getLogger(__name__)
 
 IDLE_SECONDS = 60.0
 LIMIT_CODES = frozenset({"RATE_LIMITED", "BUDGET_EXCEEDED"})
-Item = pb.ClientMessage | Expired
+Item = pb.ClientMessage | Expired | TimedOut
 DONE_STATES = {
     "completed": SessionState.COMPLETED,
     "awaiting_user": SessionState.WAITING_FOR_CLARIFICATION,
@@ -57,6 +59,8 @@ class Runtime:
         ownership: Ownership,
         instances: InstancePool,
         limits: UserLimits,
+        client_ids: ClientIds,
+        timeouts: ToolTimeouts,
         *,
         sweep_every: float = 1.0,
         retention_days: float = 30.0,
@@ -69,11 +73,15 @@ class Runtime:
         self.ownership = ownership
         self.instances = instances
         self.limits = limits
+        self.client_ids = client_ids
+        self.timeouts = timeouts
         self.sweep_every = sweep_every
         self.retention_days = retention_days
         self._inboxes: dict[str, asyncio.Queue[tuple[str, Item]]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._running: dict[str, asyncio.Task[None]] = {}
+        self._live: dict[str, set[str]] = {}
+        """Client message ids claimed here and not yet handled to the end."""
         self._background: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -82,6 +90,7 @@ class Runtime:
         self.ownership.on_events = self._nudge
         self._background = [
             asyncio.create_task(self._every(self.sweep_every, self._expire), name="expiry"),
+            asyncio.create_task(self._every(self.sweep_every, self._time_out), name="timeouts"),
             asyncio.create_task(self._every(2.0, self._take_over), name="takeover"),
             asyncio.create_task(self._every(3600.0, self._purge), name="retention"),
         ]
@@ -109,13 +118,15 @@ class Runtime:
         if message.WhichOneof("message") == "user_message":
             await self.limits.admit_message(user_id)
 
-    async def submit(self, session_id: str, user_id: str, item: Item) -> None:
-        """Deliver one message to the session's owner (this replica when it can be)."""
+    async def submit(self, session_id: str, user_id: str, item: Item) -> str:
+        """Deliver one message to the session's owner (this replica when it can be):
+        ``accepted``, or ``duplicate`` for a repeated client message id seen here."""
         spans.stamp(item)
         if await self._own(session_id):
-            await self._local(session_id, user_id, item)
-        elif isinstance(item, pb.ClientMessage):
+            return await self._local(session_id, user_id, item)
+        if isinstance(item, pb.ClientMessage):
             await self.ownership.post(session_id, user_id, item)
+        return "accepted"
 
     async def _own(self, sid: str) -> bool:
         """Own the session; on taking it over, recover what the last owner left."""
@@ -148,26 +159,38 @@ class Runtime:
             for user_id, message in await self.ownership.take(sid):
                 await self._local(sid, user_id, message)
 
-    async def _local(self, sid: str, user_id: str, item: Item) -> None:
+    async def _local(self, sid: str, user_id: str, item: Item) -> str:
+        cid = client_message_id(item)
+        if cid is not None and not await self._claim(sid, cid, kind_of(item)):
+            return "duplicate"
         running = self._running.get(sid)
         busy = running is not None and not running.done()
         if isinstance(item, pb.ClientMessage):
             kind = item.WhichOneof("message")
             if kind == "cancel" and busy:
-                # The worker sees the interrupted task and closes the turn itself.
-                assert running is not None
-                running.cancel()
-                return
+                await self._started(sid, cid)
+                running = self._running.get(sid)
+                if running is not None and not running.done():
+                    # The worker sees the interrupted task and closes the turn itself.
+                    running.cancel()
+                    self._live.get(sid, set()).discard(cid or "")
+                    return "accepted"
+                # The turn ended meanwhile: an idle session's cancel, through the inbox.
             elif kind == "user_message" and busy:
                 policy = (await self.store.get_session(sid)).busy_policy
                 if policy == "reject":
+                    self._live.get(sid, set()).discard(cid or "")
+                    if cid is not None:
+                        await self.client_ids.forget(sid, cid)  # refused: a resend may apply
                     await self.hub.emit(
                         sid,
-                        events.error(
-                            "TURN_IN_PROGRESS", "a turn is running; wait for done or cancel it"
+                        events.refused(
+                            "TURN_IN_PROGRESS",
+                            "a turn is running; wait for done or cancel it",
+                            cid,
                         ),
                     )
-                    return
+                    return "accepted"
                 if policy == "interrupt":
                     assert running is not None
                     running.cancel()
@@ -176,6 +199,23 @@ class Runtime:
             inbox = self._inboxes[sid] = asyncio.Queue()
             self._workers[sid] = asyncio.create_task(self._work(sid, inbox), name=f"session:{sid}")
         inbox.put_nowait((user_id, item))
+        return "accepted"
+
+    async def _claim(self, sid: str, cid: str, kind: str) -> bool:
+        """True when the message is to be applied; a repeat is answered here instead."""
+        claim = await self.client_ids.claim(sid, cid, kind)
+        live = self._live.setdefault(sid, set())
+        if claim.fresh or not (claim.started or cid in live):
+            live.add(cid)
+            return True
+        first = claim.first_seq or await self.hub.next_seq(sid)
+        await self.hub.emit(sid, events.duplicate(cid, first))
+        return False
+
+    async def _started(self, sid: str, cid: str | None) -> None:
+        """Handling of client message ``cid`` begins: its events start at the next seq."""
+        if cid is not None:
+            await self.client_ids.start(sid, cid, await self.hub.next_seq(sid))
 
     async def _work(self, sid: str, inbox: asyncio.Queue[tuple[str, Item]]) -> None:
         SESSIONS_ACTIVE.inc()
@@ -191,19 +231,35 @@ class Runtime:
                     try:
                         await self._run_one(sid, user_id, item)
                     except ServiceError as error:
-                        # Postgres may be restarting: this message is reported; the worker
-                        # lives on for the next one.
+                        # Postgres may be restarting: the client is told without the log;
+                        # the worker lives on for the next message.
                         log.warning("message failed", extra={"fields": {"err": error.message}})
+                        self._refuse(sid, item, error)
             finally:
                 SESSIONS_ACTIVE.dec()
                 self._inboxes.pop(sid, None)
                 self._workers.pop(sid, None)
                 self._running.pop(sid, None)
+                self._live.pop(sid, None)
                 self.hub.forget(sid)
                 await asyncio.shield(self.ownership.release(sid))
 
+    def _refuse(self, sid: str, item: Item, error: ServiceError) -> None:
+        if isinstance(item, pb.ClientMessage):
+            cid = item.client_message_id if item.HasField("client_message_id") else None
+            self.hub.tell(sid, events.refused(error.code, error.message, cid))
+            self.hub.tell(sid, events.done("error"))
+
     @spans.turn
     async def _run_one(self, sid: str, user_id: str, item: Item) -> None:
+        cid = client_message_id(item)
+        try:
+            await self._started(sid, cid)
+            await self._run_started(sid, user_id, item)
+        finally:
+            self._live.get(sid, set()).discard(cid or "")
+
+    async def _run_started(self, sid: str, user_id: str, item: Item) -> None:
         research = SessionState.RESEARCHING
         loop = self.inputs.loop
         # A user message's first model call needs the history: read it beside the start.
@@ -278,6 +334,9 @@ class Runtime:
             if isinstance(item, Expired):
                 await inputs.expired(item)
                 return
+            if isinstance(item, TimedOut):
+                await inputs.timed_out(item)
+                return
             kind = item.WhichOneof("message")
             if kind == "user_message":
                 await inputs.user_message(sid, item.user_message)
@@ -300,7 +359,9 @@ class Runtime:
 
     async def _rejected(self, sid: str, rejected: pb.Rejected) -> None:
         """A message refused before it reached the session (bad input, a limit)."""
-        code = pb.ErrorCode.Name(rejected.error_code)
+        number = rejected.error_code
+        known = number != pb.ERROR_CODE_UNSPECIFIED and number in pb.ErrorCode.values()
+        code = pb.ErrorCode.Name(number) if known else "INVALID_MESSAGE_TYPE"
         details = json.loads(rejected.details_json) if rejected.HasField("details_json") else None
         await self.hub.emit(sid, events.error(code, rejected.content, details))
         if code in LIMIT_CODES:
@@ -331,6 +392,25 @@ class Runtime:
                 await self.ownership.post(
                     expired.session_id, "", pb.ClientMessage(hitl_decision=decision)
                 )
+
+    async def _time_out(self) -> None:
+        """Close overdue tool calls of the sessions this replica owns (or can take);
+        another replica's are its own sweep's."""
+        for due in await self.timeouts.overdue():
+            if await self._own(due.session_id):
+                await self._local(due.session_id, "", due)
+
+    async def resend_dispatched(self, session_id: str) -> list[pb.ServerEvent]:
+        """The tool_call of every dispatched, unanswered call, as first sent: for an IDE
+        that reconnects and may have lost one. No ``done`` follows: the runtime already
+        said it waits, and an IDE that kept the call must not read this as a new turn."""
+        calls = await self.inputs.loop.ledger.open_calls(session_id)
+        sent = [
+            self.inputs.loop.tool_call_event(call, call.arguments, False, call.reason)
+            for call in calls
+            if call.state == "dispatched" and isinstance(call.arguments, dict)
+        ]
+        return sent
 
     async def _take_over(self) -> None:
         """Sessions whose owner died: messages waiting, or a turn cut off."""

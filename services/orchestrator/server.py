@@ -28,6 +28,7 @@ from services.orchestrator.admin_servicer import SERVICE_NAME as ADMIN_SERVICE_N
 from services.orchestrator.admin_servicer import AgentAdminServicer
 from services.orchestrator.agent_search import AgentDirectory
 from services.orchestrator.api_keys import ApiKeys
+from services.orchestrator.client_ids import ClientIds
 from services.orchestrator.hub import SessionHub
 from services.orchestrator.inputs import Inputs
 from services.orchestrator.instances import InstancePool
@@ -54,6 +55,7 @@ from services.orchestrator.servicer import (
 from services.orchestrator.store import SQL_DIR, SessionStore
 from services.orchestrator.template_vectors import keep_embedded
 from services.orchestrator.templates import AgentRegistry, install_templates
+from services.orchestrator.tool_timeouts import ToolTimeouts
 from services.orchestrator.toolbox import Toolbox
 
 MIGRATIONS = (("orchestrator", SQL_DIR / "migrations"),)
@@ -75,6 +77,7 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
             llmproxy_pb2_grpc.LlmProxyStub(channels["llmproxy"]),
         ),
         deadline=settings.llm_timeout * (settings.llm_max_retries + 1) + 30,
+        turn_retries=settings.llm_turn_retries,
     )
     limits = UserLimits(pool, settings.limits)
     if settings.limits.tokens_per_day or settings.limits.cost_per_day:
@@ -110,6 +113,8 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         Ownership(pool),
         instances,
         limits,
+        ClientIds(pool),
+        ToolTimeouts(pool, loop.toolbox.catalog, settings.tool_timeout),
         sweep_every=min(1.0, settings.hitl_timeout / 4),
         retention_days=settings.session_retention_days,
     )

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -15,8 +15,9 @@ from grpc import aio
 from codelab.v1 import common_pb2 as common
 from codelab.v1 import runtime_pb2 as pb
 from codelab.v1 import runtime_pb2_grpc as pb_grpc
-from services.common.errors import InvalidInput, LimitReached
+from services.common.errors import InvalidInput, LimitReached, ServiceError
 from services.common.logs import log_context
+from services.orchestrator import events
 from services.orchestrator.errors import MissingField
 from services.orchestrator.hub import SessionHub
 from services.orchestrator.ledger import Ledger
@@ -27,6 +28,7 @@ from services.orchestrator.runtime import Runtime
 from services.orchestrator.store import SessionRow, SessionStore
 from services.orchestrator.templates import AgentRegistry, AgentTemplate
 
+log = logging.getLogger(__name__)
 BUSY_POLICIES = frozenset({"", "enqueue", "reject", "interrupt"})
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["AgentRuntime"].full_name
 ATTACH_TIMEOUT = 30.0
@@ -109,6 +111,16 @@ def limit_rejection(limited: LimitReached) -> common.ClientMessage:
     )
 
 
+def failed(task: asyncio.Task[None]) -> bool:
+    """The task ended with an exception (not cancelled, not finished cleanly)."""
+    return task.done() and not task.cancelled() and task.exception() is not None
+
+
+def client_id(message: common.ClientMessage) -> str | None:
+    """The client's id for ``message``, if it gave one."""
+    return message.client_message_id if message.HasField("client_message_id") else None
+
+
 def session_to_proto(row: SessionRow) -> pb.Session:
     return pb.Session(
         session_id=row.session_id,
@@ -159,16 +171,29 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
         with log_context(session_id=sid):
             await self.runtime.attach(sid, user)
             subscription = await self.hub.subscribe(sid, first.attach.last_seq)
+            if first.attach.last_seq >= 0:
+                # A reconnecting IDE may have lost a tool_call it never ran: each unanswered
+                # one is sent again after the replay, outside the log, with the same call_id.
+                for event in await self.runtime.resend_dispatched(sid):
+                    self.hub.tell(sid, event, only=subscription)
 
             async def read() -> None:
                 async for message in request_iterator:
                     try:
-                        await self.runtime.admit(user, message)
-                    except LimitReached as limited:
-                        message = limit_rejection(limited)
-                    await self.runtime.submit(sid, user, message)
+                        try:
+                            await self.runtime.admit(user, message)
+                        except LimitReached as limited:
+                            message = limit_rejection(limited)
+                        await self.runtime.submit(sid, user, message)
+                    except ServiceError as error:
+                        # Not accepted (Postgres away, the owner unreachable): this client
+                        # is told, the stream goes on hearing it.
+                        log.warning("message refused", extra={"fields": {"err": error.message}})
+                        refusal = events.refused(error.code, error.message, client_id(message))
+                        self.hub.tell(sid, refusal, only=subscription)
 
             reader = asyncio.create_task(read(), name=f"stream-reader:{sid}")
+            reader.add_done_callback(lambda task: subscription.end() if failed(task) else None)
             try:
                 async for ready in subscription:
                     for message in pack_events(ready):
@@ -176,8 +201,10 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
             finally:
                 subscription.close()
                 reader.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await reader
+                await asyncio.wait([reader])
+            if failed(reader):
+                log.error("stream reader failed", exc_info=reader.exception())
+                raise ServiceError("the stream stopped reading; reconnect to go on")
 
     async def CreateSession(
         self, request: pb.CreateSessionRequest, context: aio.ServicerContext[Any, Any]
@@ -258,8 +285,8 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
             raise MissingField("session_id and message are required")
         await self.runtime.attach(request.session_id, request.user_id)
         await self.runtime.admit(request.user_id, request.message)
-        await self.runtime.submit(request.session_id, request.user_id, request.message)
-        return pb.SubmitResponse(status="accepted")
+        status = await self.runtime.submit(request.session_id, request.user_id, request.message)
+        return pb.SubmitResponse(status=status)
 
     async def Cancel(
         self, request: pb.GetSessionRequest, context: aio.ServicerContext[Any, Any]

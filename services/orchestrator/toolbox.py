@@ -31,6 +31,8 @@ class ToolSpec:
     parameters: dict[str, Any]
     executor: str
     """ide | system | local"""
+    timeout_seconds: int = 0
+    """Seconds the IDE may take to answer (0: the runtime's default)."""
 
     def as_function(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
@@ -225,6 +227,6 @@ class Toolbox:
         return None
 
 
-def catalog_from_json(rows: Sequence[tuple[str, str, str, str]]) -> list[ToolSpec]:
-    """(name, description, parameters_json, executor) rows -> specs."""
-    return [ToolSpec(n, d, json.loads(p or "{}"), e) for n, d, p, e in rows]
+def catalog_from_json(rows: Sequence[tuple[str, str, str, str, int]]) -> list[ToolSpec]:
+    """(name, description, parameters_json, executor, timeout_seconds) rows -> specs."""
+    return [ToolSpec(n, d, json.loads(p or "{}"), e, t) for n, d, p, e, t in rows]

@@ -8,7 +8,8 @@ Supervisor-only knobs (children never read them):
 
 - ``SUPERVISOR_GRACE`` (default 10): seconds each child gets after SIGTERM before SIGKILL.
 - ``SUPERVISOR_READY_TIMEOUT`` (default 90): seconds to wait for every child to answer.
-- ``SUPERVISOR_MAX_RESTARTS`` (default 5): crashes tolerated per child within 60 s.
+- ``SUPERVISOR_BACKOFF_MAX`` (default 30): the cap, in seconds, of a crashing child's
+  exponential restart back-off (restarts never stop).
 - ``SCRIPTED_MODEL_PORT`` (default 8090): port of the built-in scripted model.
 """
 
@@ -53,7 +54,7 @@ class SupervisorKnobs:
 
     grace: float = 10.0
     ready_timeout: float = 90.0
-    max_restarts: int = 5
+    backoff_max: float = 30.0
     scripted_model_port: int = 8090
 
     @classmethod
@@ -65,9 +66,7 @@ class SupervisorKnobs:
         return cls(
             grace=_number(env, "SUPERVISOR_GRACE", cls.grace),
             ready_timeout=_number(env, "SUPERVISOR_READY_TIMEOUT", cls.ready_timeout),
-            max_restarts=int(
-                _number(env, "SUPERVISOR_MAX_RESTARTS", cls.max_restarts, integer=True)
-            ),
+            backoff_max=_number(env, "SUPERVISOR_BACKOFF_MAX", cls.backoff_max),
             scripted_model_port=port,
         )
 

@@ -1,15 +1,17 @@
 """Run the whole mesh in the foreground: ``python -m services.supervisor [--only a,b]``.
 
 Children run in their own sessions (a terminal Ctrl-C reaches only the supervisor)
-and inherit stdout/stderr. One that exits on its own is restarted with backoff
-(0.5 s doubling to 10 s); crashing more than SUPERVISOR_MAX_RESTARTS times within
-60 s stops everything with exit 1. SIGINT/SIGTERM stops children in reverse start
-order (SIGTERM, SIGKILL after the grace), then the embedded Postgres, exit 0; a
-second Ctrl-C kills everything at once. Bad settings exit 2.
+and inherit stdout/stderr. One that exits on its own is restarted, forever, with
+exponential back-off (0.5 s doubling to SUPERVISOR_BACKOFF_MAX, 30 s by default; a child
+that stayed up a minute starts again from 0.5 s); the other children are never touched.
+Which child is down and since when is in ``Supervisor.down`` and in every restart log
+line. SIGINT/SIGTERM stops children in reverse start order (SIGTERM, SIGKILL after the
+grace), then the embedded Postgres, exit 0; a second Ctrl-C kills everything at once.
+Bad settings exit 2.
 
 Supervisor-only env knobs: SUPERVISOR_GRACE (default 10 s per child after SIGTERM),
-SUPERVISOR_READY_TIMEOUT (90 s until "not ready" is logged), SUPERVISOR_MAX_RESTARTS
-(5 per 60 s), SCRIPTED_MODEL_PORT (8090; the built-in model, started only when
+SUPERVISOR_READY_TIMEOUT (90 s until "not ready" is logged), SUPERVISOR_BACKOFF_MAX
+(30 s), SCRIPTED_MODEL_PORT (8090; the built-in model, started only when
 OPENAI_BASE_URL is unset). DATABASE_URL unset starts the embedded Postgres under
 ``<CODELAB_DATA_DIR>/postgres``; INTERNAL_API_KEY unset is generated per run.
 """
@@ -19,11 +21,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime as dt
 import logging
 import os
 import signal
 import sys
-from collections import deque
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -55,10 +58,9 @@ def _log(level: int, msg: str, **fields: object) -> None:
 
 
 class Supervisor:
-    """Starts children in order, restarts crashed ones, stops them in reverse order.
+    """Starts children in order, restarts crashed ones for ever, stops them in reverse order.
 
-    ``run()`` returns 0 after a requested stop and 1 when a child crashed too often
-    (``failure`` then says which). ``ready`` is set once every probe answered.
+    ``run()`` returns 0 after a requested stop. ``ready`` is set once every probe answered.
     """
 
     def __init__(
@@ -67,10 +69,9 @@ class Supervisor:
         *,
         grace: float = 10.0,
         ready_timeout: float = 90.0,
-        max_restarts: int = 5,
-        restart_window: float = 60.0,
+        stable_after: float = 60.0,
         backoff: float = 0.5,
-        backoff_max: float = 10.0,
+        backoff_max: float = 30.0,
         banner: str | None = None,
         write: Callable[[str], object] = _stdout,
         cwd: Path | None = None,
@@ -82,8 +83,7 @@ class Supervisor:
         self._children = list(children)
         self._grace = grace
         self._ready_timeout = ready_timeout
-        self._max_restarts = max_restarts
-        self._window = restart_window
+        self._stable_after = stable_after
         self._backoff = backoff
         self._backoff_max = backoff_max
         self._banner = banner
@@ -91,10 +91,10 @@ class Supervisor:
         self._cwd = cwd
         self._poll = poll_interval
         self.restarts: dict[str, int] = dict.fromkeys(names, 0)
-        """Restarts so far per child (never reset; the crash window is separate)."""
+        """Restarts so far per child (never reset)."""
+        self.down: dict[str, float] = {}
+        """Children not running now -> since when (epoch seconds)."""
         self.ready = asyncio.Event()
-        self.failure: str | None = None
-        self._crashes: dict[str, deque[float]] = {name: deque() for name in names}
         self._procs: dict[str, asyncio.subprocess.Process] = {}
         self._stop = asyncio.Event()
         self._stopping = False
@@ -152,55 +152,52 @@ class Supervisor:
                 *child.argv, env=dict(child.env), cwd=self._cwd, start_new_session=True
             )
         except OSError as exc:
-            # Counted as a crash by the watcher, so a bad command still ends in "giving up".
+            # Counted as a crash by the watcher: retried with back-off like any other.
             _log(logging.ERROR, "child failed to start", child=child.name, error=str(exc))
             return None
         self._procs[child.name] = proc
         _log(logging.INFO, "child started", child=child.name, pid=proc.pid)
         return proc
 
+    def backoff(self, failures: int) -> float:
+        """Seconds before restart number ``failures`` (1, 2, ...) in a row."""
+        return float(min(self._backoff * 2 ** min(failures - 1, 62), self._backoff_max))
+
     async def _watch(self, child: ChildSpec, proc: asyncio.subprocess.Process | None) -> None:
         loop = asyncio.get_running_loop()
+        failures = 0
         while True:
             started = loop.time()
             code = await proc.wait() if proc is not None else None
             if self._stopping:
                 return
-            now = loop.time()
-            crashes = self._crashes[child.name]
-            if now - started >= self._window:
-                crashes.clear()  # it stayed up for a whole window: earlier crashes are forgiven
-            while crashes and now - crashes[0] > self._window:
-                crashes.popleft()
-            crashes.append(now)
-            if len(crashes) > self._max_restarts:
-                self._give_up(child.name, len(crashes), code)
-                return
+            # A child that stayed up long enough was healthy: its back-off starts over.
+            failures = 1 if loop.time() - started >= self._stable_after else failures + 1
+            since = self.down.setdefault(child.name, time.time())
+            delay = self.backoff(failures)
             self.restarts[child.name] += 1
-            delay = min(self._backoff * 2 ** (len(crashes) - 1), self._backoff_max)
-            n = self.restarts[child.name]
-            fields = {"child": child.name, "exit_code": code, "restarts": n, "delay_s": delay}
-            _log(logging.WARNING, "child exited; restarting", **fields)
+            _log(
+                logging.WARNING,
+                "child down; restarting",
+                child=child.name,
+                exit_code=code,
+                down_since=dt.datetime.fromtimestamp(since, dt.UTC).isoformat(timespec="seconds"),
+                restarts=self.restarts[child.name],
+                delay_s=delay,
+            )
             try:
                 await asyncio.wait_for(self._stop.wait(), delay)
                 return  # a stop arrived during the backoff
             except TimeoutError:
                 pass
             proc = await self._spawn(child)
+            if proc is not None:
+                self.down.pop(child.name, None)
             if self._stopping and proc is not None:
                 # The stop began while we were spawning: shutdown may already have
                 # passed this child, so this watcher stops what it just started.
                 await self._stop_proc(child.name, proc)
                 return
-
-    def _give_up(self, name: str, crashes: int, code: int | None) -> None:
-        self.failure = (
-            f"child {name!r} crashed {crashes} time(s) within {self._window:g} s "
-            f"(last exit code {code}); giving up"
-        )
-        _log(logging.ERROR, self.failure, child=name)
-        self._exit_code = 1
-        self._stop.set()
 
     async def _wait_ready(self) -> None:
         probes = {child.name: child.ready for child in self._children}
@@ -280,15 +277,12 @@ async def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None 
             plan.children,
             grace=knobs.grace,
             ready_timeout=knobs.ready_timeout,
-            max_restarts=knobs.max_restarts,
+            backoff_max=knobs.backoff_max,
             banner=render_banner(plan),
             cwd=ROOT,
         )
         supervisor.install_signal_handlers()
-        code = await supervisor.run()
-        if supervisor.failure:
-            print(f"supervisor: {supervisor.failure}", file=sys.stderr)
-        return code
+        return await supervisor.run()
     finally:
         if embedded is not None:
             embedded.stop()  # last: every child that used it has exited by now

@@ -40,6 +40,8 @@ class ToolDraft:
     long_description: str = ""
     deprecated: bool = False
     active: bool = True
+    timeout_seconds: int = 0
+    """Seconds the IDE may take to answer (0: the runtime's default)."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ class Tool:
     risk: str = "low"
     long_description: str = ""
     deprecated: bool = False
+    timeout_seconds: int = 0
 
     @property
     def definition(self) -> ToolDraft:
@@ -74,6 +77,7 @@ class Tool:
             long_description=self.long_description,
             deprecated=self.deprecated,
             active=self.active,
+            timeout_seconds=self.timeout_seconds,
         )
 
 
@@ -98,6 +102,9 @@ def make_draft(raw: Mapping[str, Any]) -> ToolDraft:
     ):
         if value not in allowed:
             raise InvalidTool(f"{name}: {key} must be one of {allowed}, got {value!r}", tool=name)
+    timeout = raw.get("timeout_seconds") or 0
+    if not isinstance(timeout, int) or isinstance(timeout, bool) or not 0 <= timeout <= 86_400:
+        raise InvalidTool(f"{name}: timeout_seconds must be 0..86400", tool=name)
     return ToolDraft(
         name=name,
         description=description,
@@ -111,6 +118,7 @@ def make_draft(raw: Mapping[str, Any]) -> ToolDraft:
         long_description=str(raw.get("long_description") or "").strip(),
         deprecated=bool(raw.get("deprecated", False)),
         active=bool(raw.get("active", True)),
+        timeout_seconds=timeout,
     )
 
 

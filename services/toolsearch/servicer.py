@@ -40,6 +40,7 @@ def tool_to_proto(tool: Tool) -> pb.ToolSpec:
         long_description=tool.long_description,
         risk=tool.risk,
         deprecated=tool.deprecated,
+        timeout_seconds=tool.timeout_seconds,
     )
 
 
@@ -61,6 +62,7 @@ def draft_from_proto(item: pb.ToolInput) -> ToolDraft:
             "risk": item.risk,
             "deprecated": item.deprecated,
             "active": not item.inactive,
+            "timeout_seconds": item.timeout_seconds,
         }
     )
 

@@ -41,6 +41,7 @@ def _tool(row: asyncpg.Record) -> Tool:
         risk=row["risk"],
         long_description=row["long_description"],
         deprecated=row["deprecated"],
+        timeout_seconds=row["timeout_seconds"],
     )
 
 
@@ -103,6 +104,7 @@ class CatalogWriter:
                     d.deprecated,
                     list(vector),
                     model,
+                    d.timeout_seconds,
                 )
                 for d, version, vector in versions
             ],

@@ -72,7 +72,7 @@ class Client:
 
     async def next(self) -> Event:
         event: Event = json.loads(await asyncio.wait_for(self.ws.recv(), 30))
-        if "seq" in event:
+        if event.get("seq"):  # seq 0: outside the log (a tool_call sent again)
             self.seen.append(event)
         return event
 

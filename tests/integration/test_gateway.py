@@ -131,6 +131,7 @@ async def test_health_aggregates_every_service_and_metrics_are_exposed(mesh: Mes
         health = await http.get("/health")
         metrics = await http.get("/metrics")
     assert health.status_code == 200
+    assert health.json()["down"] == {}
     assert health.json()["services"] == {
         "orchestrator": "SERVING",
         "toolsearch": "SERVING",
@@ -144,8 +145,12 @@ async def test_health_is_503_when_a_service_is_down(mesh: Mesh) -> None:
     await mesh.servers["hitl"].stop(0)
     async with httpx.AsyncClient(base_url=mesh.gateway_url, timeout=10) as http:
         health = await http.get("/health")
+        later = await http.get("/health")
     assert health.status_code == 503
     assert health.json()["services"]["hitl"] != "SERVING"
+    down = health.json()["down"]
+    assert list(down) == ["hitl"] and down["hitl"]["since"]
+    assert later.json()["down"]["hitl"]["since"] == down["hitl"]["since"]  # since, not now
 
 
 async def test_api_keys_guard_every_endpoint_but_health(mesh: Mesh) -> None:

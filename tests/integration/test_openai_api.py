@@ -216,12 +216,12 @@ async def test_a_plain_result_never_implies_an_approval(mesh: Mesh, sdk: AsyncOp
 
 
 async def test_upstream_unavailable_is_a_503(mesh: Mesh, sdk: AsyncOpenAI) -> None:
-    mesh.scripted.enqueue({"error": {"status": 503, "message": "overloaded"}, "times": 3})
+    mesh.scripted.enqueue({"error": {"status": 503, "message": "overloaded"}, "times": 6})
     with pytest.raises(openai.APIStatusError) as caught:
         await sdk.chat.completions.create(model="coder", messages=[user("hi")])
     assert caught.value.status_code == 503 and caught.value.code == "LLM_PROXY_UNAVAILABLE"
     assert caught.value.response.headers[SESSION_HEADER].startswith("oai-")
-    mesh.scripted.enqueue({"error": {"status": 503, "message": "overloaded"}, "times": 3})
+    mesh.scripted.enqueue({"error": {"status": 503, "message": "overloaded"}, "times": 6})
     stream = await sdk.chat.completions.create(model="coder", messages=[user("hi")], stream=True)
     with pytest.raises(openai.APIError) as streamed:
         await collect(stream)

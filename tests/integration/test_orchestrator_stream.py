@@ -176,7 +176,8 @@ async def test_stream_must_start_with_attach(mesh: Mesh) -> None:
     ("scenario", "code"),
     [
         ({"error": {"status": 400, "message": "bad request"}}, "LLM_ERROR"),
-        ({"error": {"status": 503, "message": "overloaded"}, "times": 3}, "LLM_PROXY_UNAVAILABLE"),
+        # llmproxy's 3 calls, twice: the in-turn retry (tests/support/mesh.py) also fails.
+        ({"error": {"status": 503, "message": "overloaded"}, "times": 6}, "LLM_PROXY_UNAVAILABLE"),
         (
             {"text": "partial answer then the line drops", "disconnect_after_chunks": 4},
             "LLM_STREAM_INTERRUPTED",
@@ -197,6 +198,23 @@ async def test_llm_failures_become_error_events(
         await stream.send(user("again"))
         after = await stream.until_done()
     assert after[-1].done.status == "completed"
+
+
+async def test_a_model_call_failing_before_its_first_token_is_retried_in_the_turn(
+    mesh: Mesh,
+) -> None:
+    mesh.scripted.clear_requests()
+    # llmproxy gives up after its 3 calls; the orchestrator tries once more and it works.
+    mesh.scripted.enqueue(
+        {"error": {"status": 503, "message": "overloaded"}, "times": 3}, {"text": "Got there."}
+    )
+    async with await mesh.client.open_stream("s-turn-retry") as stream:
+        await stream.send(user("hi"))
+        events = await stream.until_done()
+    assert [e for e in events if e.HasField("error")] == []
+    assert "".join(e.assistant_message.token for e in events) == "Got there."
+    assert events[-1].done.status == "completed"
+    assert len(mesh.scripted.requests) == 4
 
 
 async def test_retry_before_first_token_hides_a_transient_429(mesh: Mesh) -> None:

@@ -13,6 +13,7 @@ from services.common.db import create_pool
 from services.common.embedded_pg import start_embedded
 from services.common.runner import migrate
 from tests.support.databases import ALL_MIGRATIONS
+from tests.support.ide import ide, of, text_of
 from tests.support.mesh import running_mesh
 
 
@@ -67,5 +68,39 @@ async def test_a_postgres_restart_is_survived(tmp_path: Path) -> None:
                     events = await stream.until_done()
             text = "".join(e.assistant_message.token for e in events)
             assert text == "Still here."
+    finally:
+        server.stop()
+
+
+async def test_a_stream_is_told_while_postgres_is_away_and_served_after(tmp_path: Path) -> None:
+    server = await asyncio.to_thread(start_embedded, tmp_path / "pg")
+    try:
+        pool = await create_pool(server.dsn)
+        await migrate(pool, ALL_MIGRATIONS)
+        await pool.close()
+        async with running_mesh(server.dsn, multi_agent_mode=False) as mesh:
+            address = mesh.settings.orchestrator_addr
+            async with ide(mesh, "pg-away") as client:
+                mesh.scripted.enqueue({"text": "Before."})
+                assert text_of(await client.say("hello")) == "Before."
+                await asyncio.to_thread(server.handle.stop)
+                await wait_for(address, health_pb2.HealthCheckResponse.NOT_SERVING)
+                told = await client.say("are you there?", client_message_id="m-2")
+                errors = of(told, "error")
+                assert errors, told
+                assert errors[0]["error_code"] in {
+                    "DB_CONNECTION_ERROR",
+                    "DB_WRITE_ERROR",
+                    "DB_READ_ERROR",
+                }
+                assert errors[0]["client_message_id"] == "m-2"
+                assert told[-1]["status"] == "error"
+                await restart(server.handle)
+                await wait_for(address, health_pb2.HealthCheckResponse.SERVING)
+                mesh.scripted.enqueue({"text": "After."})
+                # Never applied, so the same id is accepted now, on the same socket.
+                again = await client.say("are you there?", client_message_id="m-2")
+                assert text_of(again) == "After."
+                assert again[-1]["status"] == "completed"
     finally:
         server.stop()

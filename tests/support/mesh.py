@@ -52,6 +52,7 @@ def base_settings(model_url: str, **overrides: Any) -> Settings:
         "openai_base_url": model_url,
         "llm_timeout": 10.0,
         "llm_max_retries": 2,
+        "llm_turn_retries": 1,  # one in-turn retry keeps failure tests quick
         "metrics_port_offset": 0,
         "sse_heartbeat": 0.2,
         **overrides,

@@ -41,7 +41,11 @@ def _value(field: Any, rng: random.Random) -> Any:
         return rng.random() < 0.5
     if field.type == FieldDescriptor.TYPE_ENUM:
         return rng.choice(field.enum_type.values).number
-    if field.cpp_type in (FieldDescriptor.CPPTYPE_INT32, FieldDescriptor.CPPTYPE_INT64):
+    if field.cpp_type in (
+        FieldDescriptor.CPPTYPE_INT32,
+        FieldDescriptor.CPPTYPE_INT64,
+        FieldDescriptor.CPPTYPE_UINT32,
+    ):
         return rng.randint(0, 1000)
     if field.name.endswith("_json"):
         return rng.choice(['{"a": [1, "x"]}', "not json", "", "null", '"é"'])

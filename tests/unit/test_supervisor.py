@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import textwrap
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -83,28 +84,42 @@ def pid_alive(pid: int) -> bool:
 
 async def test_a_child_that_exits_is_restarted(tmp_path: Path) -> None:
     counter = tmp_path / "counter"
-    sup = Supervisor([child("crasher", CRASHER, counter)], backoff=0.01, max_restarts=100)
+    sup = Supervisor([child("crasher", CRASHER, counter)], backoff=0.01)
     run = asyncio.create_task(sup.run())
     await until(lambda: len(lines(counter)) >= 3)
     assert sup.restarts["crasher"] >= 2
     sup.request_stop()
     assert await asyncio.wait_for(run, TIMEOUT) == 0
-    assert sup.failure is None
 
 
-async def test_a_child_crashing_too_often_stops_everything_and_fails(tmp_path: Path) -> None:
+async def test_a_crashing_child_is_restarted_for_ever_and_the_others_keep_running(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     counter, pid_file = tmp_path / "counter", tmp_path / "pid"
     sleeper = child("sleeper", PID_THEN_SLEEP, pid_file, ready=file_exists(pid_file))
     crasher = child("crasher", CRASHER, counter)
-    sup = Supervisor([sleeper, crasher], backoff=0.01, max_restarts=2)
+    sup = Supervisor([sleeper, crasher], backoff=0.001, backoff_max=0.02)
+    caplog.set_level(logging.WARNING)
+    run = asyncio.create_task(sup.run())
 
-    assert await asyncio.wait_for(sup.run(), TIMEOUT) == 1
-
-    assert len(lines(counter)) == 3  # the first run plus two restarts, then it gave up
-    assert sup.restarts["crasher"] == 2
-    assert sup.failure is not None and "crasher" in sup.failure
-    assert sup.returncode("sleeper") is not None
+    await until(lambda: len(lines(counter)) >= 12)  # far past any "give up" threshold
+    assert not run.done()
+    assert "crasher" in sup.down and "sleeper" not in sup.down
+    assert sup.down["crasher"] <= time.time()
+    assert pid_alive(int(pid_file.read_text()))
+    assert sup.returncode("sleeper") is None
+    down = [r for r in caplog.records if r.getMessage() == "child down; restarting"]
+    assert down[-1].fields["child"] == "crasher"  # type: ignore[attr-defined]
+    assert down[-1].fields["down_since"]  # type: ignore[attr-defined]
+    sup.request_stop()
+    assert await asyncio.wait_for(run, TIMEOUT) == 0
     assert not pid_alive(int(pid_file.read_text()))
+
+
+def test_the_back_off_doubles_up_to_its_cap() -> None:
+    sup = Supervisor([], backoff=0.5, backoff_max=30.0)
+    assert [sup.backoff(n) for n in range(1, 9)] == [0.5, 1, 2, 4, 8, 16, 30, 30]
+    assert sup.backoff(10_000) == 30.0
 
 
 async def test_shutdown_terms_in_reverse_order_and_kills_a_stubborn_child(tmp_path: Path) -> None:
@@ -189,8 +204,11 @@ async def test_a_readiness_timeout_names_the_child_and_keeps_running(
     assert await asyncio.wait_for(run, TIMEOUT) == 0
 
 
-async def test_a_command_that_cannot_start_counts_as_a_crash(tmp_path: Path) -> None:
+async def test_a_command_that_cannot_start_is_retried_without_giving_up(tmp_path: Path) -> None:
     missing = ChildSpec("ghost", [str(tmp_path / "no-such-binary")], dict(os.environ))
-    sup = Supervisor([missing], backoff=0.01, max_restarts=1)
-    assert await asyncio.wait_for(sup.run(), TIMEOUT) == 1
-    assert sup.failure is not None and "ghost" in sup.failure
+    sup = Supervisor([missing], backoff=0.001, backoff_max=0.01)
+    run = asyncio.create_task(sup.run())
+    await until(lambda: sup.restarts["ghost"] >= 5)
+    assert not run.done() and "ghost" in sup.down
+    sup.request_stop()
+    assert await asyncio.wait_for(run, TIMEOUT) == 0

@@ -98,7 +98,7 @@ def test_only_selects_children_in_start_order() -> None:
         ("SUPERVISOR_GRACE", "abc"),
         ("SUPERVISOR_GRACE", "-1"),
         ("SUPERVISOR_READY_TIMEOUT", "soon"),
-        ("SUPERVISOR_MAX_RESTARTS", "2.5"),
+        ("SUPERVISOR_BACKOFF_MAX", "never"),
         ("SCRIPTED_MODEL_PORT", "70000"),
     ],
 )
@@ -108,9 +108,9 @@ def test_bad_knobs_are_rejected_naming_the_variable(name: str, value: str) -> No
 
 
 def test_knob_defaults_and_overrides() -> None:
-    assert SupervisorKnobs.from_env({}) == SupervisorKnobs(10.0, 90.0, 5, 8090)
-    env = {"SUPERVISOR_GRACE": "0.5", "SUPERVISOR_MAX_RESTARTS": "0"}
-    assert SupervisorKnobs.from_env(env) == SupervisorKnobs(0.5, 90.0, 0, 8090)
+    assert SupervisorKnobs.from_env({}) == SupervisorKnobs(10.0, 90.0, 30.0, 8090)
+    env = {"SUPERVISOR_GRACE": "0.5", "SUPERVISOR_BACKOFF_MAX": "5"}
+    assert SupervisorKnobs.from_env(env) == SupervisorKnobs(0.5, 90.0, 5.0, 8090)
 
 
 @pytest.mark.parametrize(

@@ -168,7 +168,7 @@ select call_id, session_id, agent, tool_name, arguments, executor, state, requir
        reason, plan_id, step_id
 from orchestrator.tool_calls
 where session_id = $1
-  and state not in ('completed', 'failed', 'cancelled', 'rejected', 'expired')
+  and state not in ('completed', 'failed', 'cancelled', 'rejected', 'expired', 'timed_out')
 order by position
 limit 1;
 
@@ -191,7 +191,7 @@ select call_id, session_id, agent, tool_name, arguments, executor, state, requir
        reason, plan_id, step_id
 from orchestrator.tool_calls
 where session_id = $1
-  and state not in ('completed', 'failed', 'cancelled', 'rejected', 'expired')
+  and state not in ('completed', 'failed', 'cancelled', 'rejected', 'expired', 'timed_out')
 order by position;
 
 -- name: create_plan
@@ -277,6 +277,8 @@ with doomed as (
    i as (delete from orchestrator.inbox where session_id in (select session_id from doomed)),
    so as (delete from orchestrator.sources where session_id in (select session_id from doomed)),
    ar as (delete from orchestrator.artifacts where session_id in (select session_id from doomed)),
+   c as (delete from orchestrator.client_messages
+         where session_id in (select session_id from doomed)),
    -- Foreign keys are checked at the end of the statement, after the deletes above.
    s as (delete from orchestrator.sessions where session_id in (select session_id from doomed))
 select count(*) from doomed;
@@ -366,7 +368,7 @@ select m.session_id, m.user_id, m.title, m.system_prompt, m.current_agent,
            where (c.session_id = m.session_id or c.session_id in (
                       select k.session_id from orchestrator.sessions k
                       where k.parent_session_id = m.session_id))
-             and c.state not in ('completed', 'failed', 'cancelled', 'rejected', 'expired')
+             and c.state not in ('completed', 'failed', 'cancelled', 'rejected', 'expired', 'timed_out')
        ) as open_calls,
        exists (
            select 1 from orchestrator.plans p
@@ -438,3 +440,31 @@ update orchestrator.sessions
 set clarifications_used = clarifications_used + $2,
     searches_used = searches_used + $3
 where session_id = $1;
+
+-- name: claim_client_message
+-- One row: fresh (true) when this call claimed the id, else the earlier claim's state.
+with claimed as (
+    insert into orchestrator.client_messages (session_id, client_message_id, kind)
+    values ($1, $2, $3)
+    on conflict (session_id, client_message_id) do nothing
+    returning first_seq, started, true as fresh
+)
+select first_seq, started, fresh from claimed
+union all
+select first_seq, started, false from orchestrator.client_messages
+where session_id = $1 and client_message_id = $2 and not exists (select 1 from claimed);
+
+-- name: start_client_message
+update orchestrator.client_messages set started = true, first_seq = $3
+where session_id = $1 and client_message_id = $2;
+
+-- name: forget_client_message
+delete from orchestrator.client_messages where session_id = $1 and client_message_id = $2;
+
+-- name: overdue_calls
+-- Dispatched calls waiting longer than $1 seconds (the shortest tool timeout), with how long.
+select session_id, call_id, tool_name, extract(epoch from now() - updated_at)::float8 as waited
+from orchestrator.tool_calls
+where state = 'dispatched' and updated_at < now() - make_interval(secs => $1)
+order by updated_at
+limit 500;

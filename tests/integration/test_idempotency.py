@@ -1,0 +1,174 @@
+"""Client message ids: a repeat is applied once and answered ``done`` status ``duplicate``
+naming the seq where the first delivery's events start; the claim is in Postgres."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from clients.python import MeshClient
+from codelab.v1 import common_pb2 as pb
+from codelab.v1 import runtime_pb2
+from tests.support.ide import ide, of, text_of
+from tests.support.mesh import Mesh, running_mesh
+
+
+@pytest.fixture
+async def mesh(database_url: str) -> AsyncIterator[Mesh]:
+    async with running_mesh(database_url, multi_agent_mode=False) as running:
+        yield running
+
+
+async def user_messages(client: MeshClient, session_id: str) -> list[str]:
+    history = await client.runtime.GetHistory(runtime_pb2.GetHistoryRequest(session_id=session_id))
+    return [m.content for m in history.messages if m.role == "user"]
+
+
+async def test_a_resent_user_message_is_answered_as_a_duplicate_naming_its_first_seq(
+    mesh: Mesh,
+) -> None:
+    mesh.scripted.enqueue({"text": "Answered once."})
+    async with ide(mesh, "resend") as client:
+        first = await client.say("do it", client_message_id="m-1")
+        again = await client.say("do it", client_message_id="m-1")
+    assert text_of(first) == "Answered once."
+    assert [e["type"] for e in again] == ["done"]
+    assert again[0]["status"] == "duplicate"
+    assert again[0]["client_message_id"] == "m-1"
+    assert again[0]["first_seq"] == first[0]["seq"]
+    assert await user_messages(mesh.client, "resend") == ["do it"]
+    # Replaying from there shows the first delivery's events.
+    async with asyncio.timeout(10):
+        stream = await mesh.client.open_stream("resend", last_seq=again[0]["first_seq"] - 1)
+        async with stream:
+            replayed = await stream.until_done()
+    assert [e.seq for e in replayed] == [e["seq"] for e in first]
+
+
+async def test_a_repeat_sent_while_the_first_still_waits_is_applied_once(mesh: Mesh) -> None:
+    mesh.scripted.enqueue({"text": "Only once.", "first_token_delay_ms": 50})
+    message = pb.ClientMessage(
+        client_message_id="fast-twice", user_message=pb.UserMessage(content="hello")
+    )
+    async with asyncio.timeout(20):
+        async with await mesh.client.open_stream("twice") as stream:
+            await stream.send(message)
+            await stream.send(message)
+            seen = await stream.until_done()
+            seen += await stream.until_done()
+    statuses = [e.done.status for e in seen if e.HasField("done")]
+    assert sorted(statuses) == ["completed", "duplicate"]
+    assert "".join(e.assistant_message.token for e in seen) == "Only once."
+    assert await user_messages(mesh.client, "twice") == ["hello"]
+    assert len(mesh.scripted.requests) == 1
+
+
+async def test_the_claim_holds_across_a_runtime_restart(database_url: str) -> None:
+    async with running_mesh(database_url, multi_agent_mode=False) as first:
+        first.scripted.enqueue({"text": "Before the restart."})
+        async with ide(first, "restarted") as client:
+            answered = await client.say("once", client_message_id="r-1")
+    async with running_mesh(database_url, multi_agent_mode=False) as second:
+        async with ide(second, "restarted") as client:
+            again = await client.say("once", client_message_id="r-1")
+        assert again[-1]["status"] == "duplicate"
+        assert again[-1]["first_seq"] == answered[0]["seq"]
+        assert await user_messages(second.client, "restarted") == ["once"]
+        assert second.scripted.requests == []
+
+
+async def test_a_refused_message_does_not_block_its_resend(mesh: Mesh) -> None:
+    await mesh.client.runtime.CreateSession(
+        runtime_pb2.CreateSessionRequest(session_id="strict", busy_policy="reject")
+    )
+    mesh.scripted.enqueue({"text": "Slow " * 30, "token_delay_ms": 20}, {"text": "Second."})
+    async with ide(mesh, "strict") as client:
+        await client.send({"type": "user_message", "content": "first", "client_message_id": "a"})
+        await client.ws.recv()  # the turn is running
+        await client.send({"type": "user_message", "content": "second", "client_message_id": "b"})
+        refused = await client.until_done()
+        assert [e["error_code"] for e in of(refused, "error")] == ["TURN_IN_PROGRESS"]
+        assert of(refused, "error")[0]["client_message_id"] == "b"
+        applied = await client.say("second", client_message_id="b")
+    assert text_of(applied) == "Second."
+    assert await user_messages(mesh.client, "strict") == ["first", "second"]
+
+
+async def test_rest_idempotency_key_applies_a_post_once(mesh: Mesh) -> None:
+    mesh.scripted.enqueue({"text": "Posted."})
+    body = {"session_id": "rest-key", "message": "hello"}
+    headers = {"Idempotency-Key": "post-1"}
+    async with httpx.AsyncClient(base_url=mesh.gateway_url, timeout=10) as http:
+        first = await http.post("/agent/message", json=body, headers=headers)
+        second = await http.post("/agent/message", json=body, headers=headers)
+        too_long = await http.post(
+            "/agent/message", json=body, headers={"Idempotency-Key": "x" * 201}
+        )
+    assert (first.status_code, first.json()["status"]) == (202, "accepted")
+    assert (second.status_code, second.json()["status"]) == (202, "duplicate")
+    assert too_long.status_code == 400
+    assert too_long.json()["error_code"] == "MISSING_REQUIRED_FIELD"
+    async with asyncio.timeout(10):
+        async with await mesh.client.open_stream("rest-key", last_seq=0) as stream:
+            while (await stream.until_done())[-1].done.status != "completed":
+                pass  # the duplicate's `done` may come first
+            assert await user_messages(mesh.client, "rest-key") == ["hello"]
+
+
+async def test_v1_idempotency_key_replays_the_first_answer(mesh: Mesh) -> None:
+    mesh.scripted.enqueue({"text": "Opening."}, {"text": "The one answer."})
+    async with httpx.AsyncClient(base_url=mesh.gateway_url + "/v1", timeout=20) as http:
+        opened = await http.post(
+            "/chat/completions",
+            json={"model": "universal", "messages": [{"role": "user", "content": "hi"}]},
+        )
+        assert opened.status_code == 200, opened.text
+        session = opened.json()["session_id"]
+        follow = {
+            "model": "universal",
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "Opening."},
+                {"role": "user", "content": "and then?"},
+            ],
+        }
+        headers = {"X-CodeLab-Session": session, "Idempotency-Key": "v1-1"}
+        first = await http.post("/chat/completions", json=follow, headers=headers)
+        second = await http.post("/chat/completions", json=follow, headers=headers)
+    answer = [r.json()["choices"][0]["message"]["content"] for r in (first, second)]
+    assert answer == ["The one answer.", "The one answer."]
+    assert await user_messages(mesh.client, session) == ["hi", "and then?"]
+    assert len(mesh.scripted.requests) == 2
+
+
+async def test_a_bad_client_message_id_is_refused_with_its_code(mesh: Mesh) -> None:
+    async with ide(mesh, "bad-id") as client:
+        await client.send({"type": "user_message", "content": "x", "client_message_id": 7})
+        told = json.loads(await client.ws.recv())
+    assert (told["type"], told["error_code"]) == ("error", "MISSING_REQUIRED_FIELD")
+
+
+async def test_the_python_client_gives_every_message_an_id(mesh: Mesh) -> None:
+    mesh.scripted.enqueue({"text": "Once."})
+    message = pb.ClientMessage(user_message=pb.UserMessage(content="resent as is"))
+    async with asyncio.timeout(20):
+        async with await mesh.client.open_stream("client-ids") as stream:
+            await stream.send(message)
+            await stream.send(message)  # the same object: the same id
+            seen = await stream.until_done()
+            seen += await stream.until_done()
+    assert message.client_message_id
+    assert sorted(e.done.status for e in seen if e.HasField("done")) == ["completed", "duplicate"]
+
+
+async def test_the_gateway_adds_no_id_to_an_ide_message_without_one(mesh: Mesh) -> None:
+    mesh.scripted.enqueue({"text": "One."}, {"text": "Two."})
+    async with ide(mesh, "no-ids") as client:
+        first = await client.say("same text")
+        second = await client.say("same text")
+    assert (text_of(first), text_of(second)) == ("One.", "Two.")
+    assert await user_messages(mesh.client, "no-ids") == ["same text", "same text"]
