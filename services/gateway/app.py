@@ -18,7 +18,6 @@ from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, generate_late
 from clients.python import MeshClient
 from codelab.v1 import runtime_pb2
 from services.common import tracing
-from services.common.channels import error_details
 from services.common.settings import Settings
 from services.gateway import openai_api
 from services.gateway.admin import install_admin
@@ -27,8 +26,8 @@ from services.gateway.browsers import install_browser_guards
 from services.gateway.keys import KeyCheck, MeshKeyChecker
 from services.gateway.mesh import (
     WS_CLOSE_UNAVAILABLE,
+    all_details,
     describe,
-    error_event,
     retry_headers,
 )
 from services.gateway.rest import build_router

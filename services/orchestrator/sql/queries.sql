@@ -443,9 +443,14 @@ where session_id = $1;
 
 -- name: claim_client_message
 -- One row: fresh (true) when this call claimed the id, else the earlier claim's state.
-with claimed as (
+-- Committed without waiting for the WAL flush: the message's first effect (its events, its
+-- rows) commits after it and flushes it; a crash before that loses a claim of a message
+-- that was never applied, so a resend is applied, as it should be (see begin_turn).
+with no_flush as (
+    select set_config('synchronous_commit', 'off', true) as setting
+), claimed as (
     insert into orchestrator.client_messages (session_id, client_message_id, kind)
-    values ($1, $2, $3)
+    select $1, $2, $3 from no_flush
     on conflict (session_id, client_message_id) do nothing
     returning first_seq, started, true as fresh
 )
@@ -455,7 +460,9 @@ select first_seq, started, false from orchestrator.client_messages
 where session_id = $1 and client_message_id = $2 and not exists (select 1 from claimed);
 
 -- name: start_client_message
+-- Without waiting for the flush, as the claim (the message's events flush it).
 update orchestrator.client_messages set started = true, first_seq = $3
+from (select set_config('synchronous_commit', 'off', true) as setting) no_flush
 where session_id = $1 and client_message_id = $2;
 
 -- name: forget_client_message
