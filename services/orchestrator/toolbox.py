@@ -92,12 +92,11 @@ def agent_tool_spec(template: AgentTemplate) -> ToolSpec:
     )
 
 
-def tool_search_spec() -> ToolSpec:
-    """The meta tool of retrieval mode: find more tools for the next steps."""
+def _search_spec(name: str, description: str) -> ToolSpec:
+    """A system tool that takes a query and how many results to return."""
     return ToolSpec(
-        name=TOOL_SEARCH,
-        description="Search the tool catalog when none of the offered tools fits; the tools "
-        "found are offered from the next step on.",
+        name=name,
+        description=description,
         parameters={
             "type": "object",
             "properties": {
@@ -111,22 +110,21 @@ def tool_search_spec() -> ToolSpec:
     )
 
 
+def tool_search_spec() -> ToolSpec:
+    """The meta tool of retrieval mode: find more tools for the next steps."""
+    return _search_spec(
+        TOOL_SEARCH,
+        "Search the tool catalog when none of the offered tools fits; the tools "
+        "found are offered from the next step on.",
+    )
+
+
 def agent_search_spec() -> ToolSpec:
     """The agent directory for agents that delegate: which agent suits a sub-task."""
-    return ToolSpec(
-        name=AGENT_SEARCH,
-        description="Search the agent directory for the agents best suited to a task; "
+    return _search_spec(
+        AGENT_SEARCH,
+        "Search the agent directory for the agents best suited to a task; "
         "delegate to one with its agent.<name> tool.",
-        parameters={
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "minLength": 1},
-                "top_k": {"type": "integer", "minimum": 1, "maximum": 10},
-            },
-            "required": ["query"],
-            "additionalProperties": False,
-        },
-        executor="system",
     )
 
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from services.common.env_values import number
 from services.common.settings import SettingsError
 from services.common.settings import _bool as read_bool
 
@@ -18,15 +19,9 @@ EMBEDDING_SOURCES: tuple[EmbeddingsSource, ...] = ("local", "llmproxy")
 
 
 def _int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SettingsError(f"{name} must be an integer, got {raw!r}") from None
-    if not low <= value <= high:
-        raise SettingsError(f"{name} must be in {low}..{high}, got {raw!r}")
+    value = int(number(env, name, default, minimum=low, integer=True, error=SettingsError))
+    if value > high:
+        raise SettingsError(f"{name} must be in {low}..{high}, got {env.get(name)!r}")
     return value
 
 
