@@ -22,6 +22,7 @@ from tests.support.mesh import INTERNAL_KEY, Mesh, running_mesh
 USAGE_KEYS = {
     "session_id", "total_requests", "successful_requests", "failed_requests", "total_tokens",
     "prompt_tokens", "completion_tokens", "average_duration_ms", "requests_with_tools",
+    "reasoning_tokens",
 }  # fmt: skip
 AUDIT_KEYS = {
     "id", "session_id", "call_id", "tool_name", "original_arguments", "modified_arguments",
