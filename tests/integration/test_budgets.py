@@ -65,7 +65,8 @@ async def test_max_iterations_stops_the_turn(mesh: Mesh) -> None:
         second = await client.result(of(first, "tool_call")[0]["call_id"], "a")
         third = await client.result(of(second, "tool_call")[0]["call_id"], "b")
     (error,) = of(third, "error")
-    assert "looper stopped after 2 model calls" in error["content"]
+    assert error["error_code"] == "BUDGET_EXCEEDED"
+    assert "looper stopped: this turn's max_iterations (2) is spent" in error["content"]
     assert third[-1]["status"] == "error"
     assert len(mesh.scripted.requests) == 2
 
