@@ -46,6 +46,15 @@ DONE_STATES = {
 }
 
 
+def _details(raw: str) -> dict[str, Any] | None:
+    """A rejection's details: a JSON object, or nothing (a client may send anything)."""
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
 class Runtime:
     """The orchestrator's domain entry point."""
 
@@ -362,7 +371,7 @@ class Runtime:
         number = rejected.error_code
         known = number != pb.ERROR_CODE_UNSPECIFIED and number in pb.ErrorCode.values()
         code = pb.ErrorCode.Name(number) if known else "INVALID_MESSAGE_TYPE"
-        details = json.loads(rejected.details_json) if rejected.HasField("details_json") else None
+        details = _details(rejected.details_json) if rejected.HasField("details_json") else None
         await self.hub.emit(sid, events.error(code, rejected.content, details))
         if code in LIMIT_CODES:
             # The refused message was a request for a turn: the client waits for its end.

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 
+from clients.python import SessionStream
 from codelab.v1 import common_pb2 as pb
 from codelab.v1 import runtime_pb2
 from services.common.channels import error_code
@@ -161,6 +162,30 @@ async def test_empty_content_is_an_error_event_and_the_session_goes_on(mesh: Mes
         ok = await stream.until_done()
     assert failed[0].error.error_code == pb.MISSING_REQUIRED_FIELD
     assert ok[-1].done.status == "completed"
+
+
+@pytest.mark.parametrize("details", ["{", "[1, 2]", '{"limit": "x"}'])
+async def test_a_rejection_with_any_details_is_reported_not_crashed(
+    mesh: Mesh, details: str
+) -> None:
+    rejected = pb.ClientMessage(
+        rejected=pb.Rejected(
+            error_code=pb.INVALID_MESSAGE, content="not a message", details_json=details
+        )
+    )
+    async with await mesh.client.open_stream("s-rejected") as stream:
+        await stream.send(rejected)
+        (event,) = [e async for e in until_error(stream)]
+    assert pb.ErrorCode.Name(event.error.error_code) == "INVALID_MESSAGE"
+    parsed = json.loads(event.error.details_json) if event.error.HasField("details_json") else None
+    assert parsed == (json.loads(details) if details.startswith('{"') else None)
+
+
+async def until_error(stream: SessionStream) -> AsyncIterator[pb.ServerEvent]:
+    async for event in stream:
+        if event.HasField("error"):
+            yield event
+            return
 
 
 async def test_stream_must_start_with_attach(mesh: Mesh) -> None:
