@@ -191,6 +191,8 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
                         log.warning("message refused", extra={"fields": {"err": error.message}})
                         refusal = events.refused(error.code, error.message, client_id(message))
                         self.hub.tell(sid, refusal, only=subscription)
+                        # The client waits for the end of what it asked: it ends here.
+                        self.hub.tell(sid, events.done("error"), only=subscription)
 
             reader = asyncio.create_task(read(), name=f"stream-reader:{sid}")
             reader.add_done_callback(lambda task: subscription.end() if failed(task) else None)
