@@ -163,6 +163,10 @@ class Supervisor:
         """Seconds before restart number ``failures`` (1, 2, ...) in a row."""
         return float(min(self._backoff * 2 ** min(failures - 1, 62), self._backoff_max))
 
+    def _up_if_running(self, name: str, proc: asyncio.subprocess.Process) -> None:
+        if proc.returncode is None:
+            self.down.pop(name, None)
+
     async def _watch(self, child: ChildSpec, proc: asyncio.subprocess.Process | None) -> None:
         loop = asyncio.get_running_loop()
         failures = 0
@@ -192,7 +196,9 @@ class Supervisor:
                 pass
             proc = await self._spawn(child)
             if proc is not None:
-                self.down.pop(child.name, None)
+                # Up again, but a crash loop is still down: it counts as up once it has
+                # stayed up as long as a healthy child (when its back-off starts over).
+                loop.call_later(self._stable_after, self._up_if_running, child.name, proc)
             if self._stopping and proc is not None:
                 # The stop began while we were spawning: shutdown may already have
                 # passed this child, so this watcher stops what it just started.

@@ -30,6 +30,17 @@ with pathlib.Path(sys.argv[1]).open("a") as f:
 sys.exit(3)
 """
 
+# Crashes on its first two starts, then stays up.
+CRASH_TWICE = """
+import pathlib, sys, time
+counter = pathlib.Path(sys.argv[1])
+with counter.open("a") as f:
+    f.write("started\\n")
+if len(counter.read_text().splitlines()) <= 2:
+    sys.exit(3)
+while True: time.sleep(0.1)
+"""
+
 PID_THEN_SLEEP = """
 import os, pathlib, sys, time
 pathlib.Path(sys.argv[1]).write_text(str(os.getpid()))
@@ -114,6 +125,21 @@ async def test_a_crashing_child_is_restarted_for_ever_and_the_others_keep_runnin
     sup.request_stop()
     assert await asyncio.wait_for(run, TIMEOUT) == 0
     assert not pid_alive(int(pid_file.read_text()))
+
+
+async def test_a_child_back_from_crashes_is_down_until_it_stays_up(tmp_path: Path) -> None:
+    counter = tmp_path / "counter"
+    sup = Supervisor(
+        [child("flaky", CRASH_TWICE, counter)], backoff=0.001, backoff_max=0.01, stable_after=0.5
+    )
+    run = asyncio.create_task(sup.run())
+    await until(lambda: len(lines(counter)) >= 3)  # the third start stays up
+    assert "flaky" in sup.down  # not yet up as long as a healthy child
+    first_down = sup.down["flaky"]
+    await until(lambda: "flaky" not in sup.down)
+    assert first_down <= time.time()
+    sup.request_stop()
+    assert await asyncio.wait_for(run, TIMEOUT) == 0
 
 
 def test_the_back_off_doubles_up_to_its_cap() -> None:
