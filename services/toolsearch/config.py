@@ -18,24 +18,21 @@ EmbeddingsSource = Literal["local", "llmproxy"]
 EMBEDDING_SOURCES: tuple[EmbeddingsSource, ...] = ("local", "llmproxy")
 
 
-def _int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
-    value = int(number(env, name, default, minimum=low, integer=True, error=SettingsError))
+def _bounded(
+    env: Mapping[str, str], name: str, default: float, low: float, high: float, integer: bool
+) -> float:
+    value = number(env, name, default, minimum=low, integer=integer, error=SettingsError)
     if value > high:
         raise SettingsError(f"{name} must be in {low}..{high}, got {env.get(name)!r}")
     return value
 
 
+def _int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    return int(_bounded(env, name, default, low, high, integer=True))
+
+
 def _float(env: Mapping[str, str], name: str, default: float, low: float, high: float) -> float:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SettingsError(f"{name} must be a number, got {raw!r}") from None
-    if not low <= value <= high:
-        raise SettingsError(f"{name} must be in {low}..{high}, got {raw!r}")
-    return value
+    return _bounded(env, name, default, low, high, integer=False)
 
 
 @dataclass(frozen=True)
