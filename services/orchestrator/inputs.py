@@ -265,8 +265,16 @@ class Inputs:
             return
         modified = None
         if decision.decision == pb.DECISION_EDIT and decision.HasField("modified_arguments_json"):
-            modified = json.loads(decision.modified_arguments_json)
-            problem = await self.edited_problem(call, modified)
+            try:
+                modified = json.loads(decision.modified_arguments_json)
+            except ValueError as error:
+                modified = None
+                problem: tuple[str, str] | None = (
+                    "INVALID_DECISION",
+                    f"modified_arguments_json is not JSON: {error}",
+                )
+            else:
+                problem = await self.edited_problem(call, modified)
             if problem is not None:
                 await loop.emit(
                     sid,

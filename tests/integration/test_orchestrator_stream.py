@@ -278,3 +278,22 @@ async def test_orchestrator_health_follows_llmproxy(mesh: Mesh) -> None:
                 await asyncio.sleep(0.1)
     finally:
         await channel.close()
+
+
+async def test_an_edit_whose_arguments_are_not_json_is_invalid_decision(mesh: Mesh) -> None:
+    mesh.scripted.enqueue(
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "a.py", "content": "x"}}]}
+    )
+    async with await mesh.client.open_stream("s-bad-edit") as stream:
+        await stream.send(user("write a.py"))
+        asked = await stream.until_done()
+        assert asked[-1].done.status == "awaiting_approval"
+        call_id = next(e.tool_call.call_id for e in asked if e.HasField("tool_call"))
+        edit = pb.HitlDecision(
+            call_id=call_id, decision=pb.DECISION_EDIT, modified_arguments_json="{not json"
+        )
+        await stream.send(pb.ClientMessage(hitl_decision=edit))
+        refused = await stream.until_done()
+    errors = [e.error for e in refused if e.HasField("error")]
+    assert [pb.ErrorCode.Name(e.error_code) for e in errors] == ["INVALID_DECISION"]
+    assert refused[-1].done.status == "awaiting_approval"  # the approval still waits
