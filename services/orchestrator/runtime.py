@@ -89,6 +89,8 @@ class Runtime:
         self._inboxes: dict[str, asyncio.Queue[tuple[str, Item]]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._running: dict[str, asyncio.Task[None]] = {}
+        self._cancelling: set[str] = set()
+        """Sessions whose running task handles a cancel: a second cancel waits its turn."""
         self._live: dict[str, set[str]] = {}
         """Client message ids claimed here and not yet handled to the end."""
         self._background: list[asyncio.Task[None]] = []
@@ -176,7 +178,9 @@ class Runtime:
         busy = running is not None and not running.done()
         if isinstance(item, pb.ClientMessage):
             kind = item.WhichOneof("message")
-            if kind == "cancel" and busy:
+            # A cancel interrupts a running turn, but not a cancel being handled (it would
+            # lose both answers): that one goes through the inbox like an idle cancel.
+            if kind == "cancel" and busy and sid not in self._cancelling:
                 await self._started(sid, cid)
                 running = self._running.get(sid)
                 if running is not None and not running.done():
@@ -322,6 +326,8 @@ class Runtime:
     async def _handle_in_task(self, sid: str, user_id: str, item: Item) -> None:
         task = asyncio.create_task(self._handle(sid, user_id, item))
         self._running[sid] = task
+        if self._is_cancel(item):
+            self._cancelling.add(sid)
         try:
             await task
         except asyncio.CancelledError:
@@ -330,6 +336,8 @@ class Runtime:
             # A bug, not an expected failure: log it, tell the client, keep the session usable.
             log.exception("message handling crashed")
             await self.inputs.fail(sid, "INTERNAL_ERROR", "the runtime failed on this message")
+        finally:
+            self._cancelling.discard(sid)
         if task.cancelled() and not self._is_cancel(item):
             await self.inputs.cancelled(sid)
 

@@ -297,3 +297,13 @@ async def test_an_edit_whose_arguments_are_not_json_is_invalid_decision(mesh: Me
     errors = [e.error for e in refused if e.HasField("error")]
     assert [pb.ErrorCode.Name(e.error_code) for e in errors] == ["INVALID_DECISION"]
     assert refused[-1].done.status == "awaiting_approval"  # the approval still waits
+
+
+async def test_two_cancels_back_to_back_each_get_their_done(mesh: Mesh) -> None:
+    async with await mesh.client.open_stream("s-two-cancels") as stream:
+        for _ in range(5):  # the second arrives while the first is being handled
+            await stream.send(pb.ClientMessage(cancel=pb.Cancel()))
+            await stream.send(pb.ClientMessage(cancel=pb.Cancel()))
+            first = await asyncio.wait_for(stream.until_done(), 20)
+            second = await asyncio.wait_for(stream.until_done(), 20)
+            assert [first[-1].done.status, second[-1].done.status] == ["cancelled", "cancelled"]
