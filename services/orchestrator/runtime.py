@@ -21,7 +21,7 @@ from services.common.logs import log_context
 from services.orchestrator import events, spans
 from services.orchestrator.agent_instance import SCRATCH
 from services.orchestrator.client_ids import ClientIds, client_message_id, kind_of
-from services.orchestrator.hub import SessionHub
+from services.orchestrator.hub import SessionHub, Subscription
 from services.orchestrator.inputs import Inputs
 from services.orchestrator.instances import InstancePool
 from services.orchestrator.limits import UserLimits
@@ -247,7 +247,7 @@ class Runtime:
                         # Postgres may be restarting: the client is told without the log;
                         # the worker lives on for the next message.
                         log.warning("message failed", extra={"fields": {"err": error.message}})
-                        self._refuse(sid, item, error)
+                        self.refuse(sid, item, error)
             finally:
                 SESSIONS_ACTIVE.dec()
                 self._inboxes.pop(sid, None)
@@ -257,11 +257,16 @@ class Runtime:
                 self.hub.forget(sid)
                 await asyncio.shield(self.ownership.release(sid))
 
-    def _refuse(self, sid: str, item: Item, error: ServiceError) -> None:
+    def refuse(
+        self, sid: str, item: Item, error: ServiceError, only: Subscription | None = None
+    ) -> None:
+        """Tell the session's clients (or ``only`` one) that a client message could not be
+        accepted, and end it: an error with its id, then ``done`` error (nothing logged:
+        Postgres may be what failed)."""
         if isinstance(item, pb.ClientMessage):
             cid = item.client_message_id if item.HasField("client_message_id") else None
-            self.hub.tell(sid, events.refused(error.code, error.message, cid))
-            self.hub.tell(sid, events.done("error"))
+            self.hub.tell(sid, events.refused(error.code, error.message, cid), only)
+            self.hub.tell(sid, events.done("error"), only)
 
     @spans.turn
     async def _run_one(self, sid: str, user_id: str, item: Item) -> None:

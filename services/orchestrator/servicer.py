@@ -17,7 +17,6 @@ from codelab.v1 import runtime_pb2 as pb
 from codelab.v1 import runtime_pb2_grpc as pb_grpc
 from services.common.errors import InvalidInput, LimitReached, ServiceError
 from services.common.logs import log_context
-from services.orchestrator import events
 from services.orchestrator.errors import MissingField
 from services.orchestrator.hub import SessionHub
 from services.orchestrator.ledger import Ledger
@@ -116,11 +115,6 @@ def failed(task: asyncio.Task[None]) -> bool:
     return task.done() and not task.cancelled() and task.exception() is not None
 
 
-def client_id(message: common.ClientMessage) -> str | None:
-    """The client's id for ``message``, if it gave one."""
-    return message.client_message_id if message.HasField("client_message_id") else None
-
-
 def session_to_proto(row: SessionRow) -> pb.Session:
     return pb.Session(
         session_id=row.session_id,
@@ -189,10 +183,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
                         # Not accepted (Postgres away, the owner unreachable): this client
                         # is told, the stream goes on hearing it.
                         log.warning("message refused", extra={"fields": {"err": error.message}})
-                        refusal = events.refused(error.code, error.message, client_id(message))
-                        self.hub.tell(sid, refusal, only=subscription)
-                        # The client waits for the end of what it asked: it ends here.
-                        self.hub.tell(sid, events.done("error"), only=subscription)
+                        self.runtime.refuse(sid, message, error, only=subscription)
 
             reader = asyncio.create_task(read(), name=f"stream-reader:{sid}")
             reader.add_done_callback(lambda task: subscription.end() if failed(task) else None)
