@@ -7,9 +7,10 @@ the agent loop, so an SSE client always sees its stream close.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 from codelab.v1 import common_pb2 as pb
 from services.common.errors import ServiceError
@@ -35,6 +36,16 @@ from services.orchestrator.templates import ORCHESTRATOR, PROTECTED
 from services.orchestrator.tool_timeouts import TimedOut
 
 log = logging.getLogger(__name__)
+
+
+async def after_read(
+    read: asyncio.Task[object] | None, write: Callable[[], Awaitable[None]]
+) -> None:
+    """Run ``write`` once ``read`` has finished, however it ended: a turn's user message
+    must not land in the history read beside the turn's start (it would be sent twice)."""
+    if read is not None:
+        await asyncio.wait([read])
+    await write()
 
 
 async def _all(*writes: Awaitable[None] | None) -> None:
@@ -129,7 +140,8 @@ class Inputs:
             await self.plans.cancel_running(sid)
         user = StoredMessage("user", message.content)
         # Its turn's first event commits after it (``ready``) and flushes it too.
-        stored = loop.background(loop.store.add_message(sid, user, flush=False))
+        write = functools.partial(loop.store.add_message, sid, user, flush=False)
+        stored = loop.background(after_read(history, write))
         loop.budgets[sid] = Budget()
         agent, reason, confidence, method = await self.route(sid, message)
         # An unknown agent_type fails here, before any call.

@@ -13,6 +13,7 @@ from clients.python import SessionStream
 from codelab.v1 import common_pb2 as pb
 from codelab.v1 import runtime_pb2
 from services.common.channels import error_code
+from services.orchestrator.store import SessionStore, StoredMessage
 from tests.support.mesh import Mesh, running_mesh
 
 
@@ -103,6 +104,32 @@ async def test_second_turn_sees_first_turn_in_prompt(mesh: Mesh) -> None:
     last = mesh.scripted.requests[-1]["messages"]
     assert [m["role"] for m in last] == ["system", "user", "assistant", "user"]
     assert last[2]["content"] == "First."
+
+
+async def test_a_slow_history_read_does_not_see_the_message_of_its_own_turn(
+    mesh: Mesh, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The history is read beside the turn's start while the user's message is written:
+    however late the read, the message is in the prompt once."""
+    read = SessionStore.context
+
+    async def slow(self: SessionStore, session_id: str) -> list[StoredMessage]:
+        await asyncio.sleep(0.3)  # the message's write would land before this read
+        return await read(self, session_id)
+
+    monkeypatch.setattr(SessionStore, "context", slow)
+    mesh.scripted.enqueue({"text": "First."}, {"text": "Second."})
+    async with await mesh.client.open_stream("s-slow-read") as stream:
+        await stream.send(user("one"))
+        await stream.until_done()
+        await stream.send(user("two"))
+        await stream.until_done()
+    last = mesh.scripted.requests[-1]["messages"]
+    assert [(m["role"], m["content"]) for m in last[1:]] == [
+        ("user", "one"),
+        ("assistant", "First."),
+        ("user", "two"),
+    ]
 
 
 async def test_messages_during_a_turn_are_queued_not_interleaved(mesh: Mesh) -> None:
