@@ -25,7 +25,7 @@ from bench.upstream import Upstream, words
 from clients.python.ide import connect_ide
 from codelab.v1 import common_pb2 as pb
 from codelab.v1 import runtime_pb2
-from services.orchestrator import events
+from services.orchestrator.state import events
 
 SECTION = "Persistence"
 MARKER = "bench-persist"

@@ -1,6 +1,6 @@
 """The folder codelab runs in, and the one place paths are turned into files.
 
-The lexical rules are the runtime's own (``services.orchestrator.file_rules``): no absolute
+The lexical rules are the runtime's own (``services.orchestrator.turn.file_rules``): no absolute
 path, no ``~``, no ``..`` climbing out, no control bytes. On disk one more rule applies that
 only the IDE can check: a symlink must not lead outside the folder.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 from clients.cli.errors import PathRefused
 from services.hitl.policy import normalise_workspace_path
-from services.orchestrator.file_rules import check_paths
+from services.orchestrator.turn.file_rules import check_paths
 
 
 class Workspace:

@@ -22,41 +22,42 @@ from services.common.probes import health_probe
 from services.common.runner import run_service
 from services.common.server import MeshServer, ServiceDeps, create_server
 from services.common.settings import Settings
-from services.orchestrator.access_servicer import SERVICE_NAME as ACCESS_SERVICE_NAME
-from services.orchestrator.access_servicer import AccessServicer
-from services.orchestrator.admin_servicer import SERVICE_NAME as ADMIN_SERVICE_NAME
-from services.orchestrator.admin_servicer import AgentAdminServicer
-from services.orchestrator.agent_search import AgentDirectory
-from services.orchestrator.api_keys import ApiKeys
-from services.orchestrator.client_ids import ClientIds
-from services.orchestrator.hub import SessionHub
-from services.orchestrator.inputs import Inputs
-from services.orchestrator.instances import InstancePool
-from services.orchestrator.ledger import Ledger
-from services.orchestrator.limits import UserLimits
-from services.orchestrator.llm import LlmClient
-from services.orchestrator.loop import AgentLoop
-from services.orchestrator.mesh_clients import (
+from services.orchestrator.agents.agent_search import AgentDirectory
+from services.orchestrator.agents.instances import InstancePool
+from services.orchestrator.agents.template_vectors import keep_embedded
+from services.orchestrator.agents.templates import AgentRegistry, install_templates
+from services.orchestrator.peers.llm import LlmClient
+from services.orchestrator.peers.mesh_clients import (
     HitlClient,
     directory_embedder,
     directory_searcher,
     load_catalog,
     tool_searcher,
 )
-from services.orchestrator.metered_llm import MeteredLlm
-from services.orchestrator.ownership import Ownership
-from services.orchestrator.plans import PlanRunner
-from services.orchestrator.runtime import Runtime
-from services.orchestrator.servicer import (
+from services.orchestrator.peers.metered_llm import MeteredLlm
+from services.orchestrator.session.client_ids import ClientIds
+from services.orchestrator.session.inputs import Inputs
+from services.orchestrator.session.limits import UserLimits
+from services.orchestrator.session.ownership import Ownership
+from services.orchestrator.session.runtime import Runtime
+from services.orchestrator.session.tool_timeouts import ToolTimeouts
+from services.orchestrator.state import SQL_DIR
+from services.orchestrator.state.api_keys import ApiKeys
+from services.orchestrator.state.hub import SessionHub
+from services.orchestrator.state.store import SessionStore
+from services.orchestrator.transport.access_servicer import SERVICE_NAME as ACCESS_SERVICE_NAME
+from services.orchestrator.transport.access_servicer import AccessServicer
+from services.orchestrator.transport.admin_servicer import SERVICE_NAME as ADMIN_SERVICE_NAME
+from services.orchestrator.transport.admin_servicer import AgentAdminServicer
+from services.orchestrator.transport.servicer import (
     SERVICE_NAME,
     AgentRuntimeServicer,
     add_runtime_servicer,
 )
-from services.orchestrator.store import SQL_DIR, SessionStore
-from services.orchestrator.template_vectors import keep_embedded
-from services.orchestrator.templates import AgentRegistry, install_templates
-from services.orchestrator.tool_timeouts import ToolTimeouts
-from services.orchestrator.toolbox import Toolbox
+from services.orchestrator.turn.executors.plans import PlanRunner
+from services.orchestrator.turn.ledger import Ledger
+from services.orchestrator.turn.loop import AgentLoop
+from services.orchestrator.turn.toolbox import Toolbox
 
 MIGRATIONS = (("orchestrator", SQL_DIR / "migrations"),)
 

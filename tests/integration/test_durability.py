@@ -171,7 +171,7 @@ async def test_an_unknown_busy_policy_is_refused(mesh: Mesh) -> None:
 
 
 async def test_soft_deleted_sessions_are_purged_after_retention(mesh: Mesh) -> None:
-    from services.orchestrator.store import SessionStore
+    from services.orchestrator.state.store import SessionStore
 
     async with ide(mesh, "old") as client:
         await client.say("hi")

@@ -9,20 +9,20 @@ from typing import Any
 import pytest
 
 from services.common.db import Pool
-from services.orchestrator.instances import InstancePool, InstanceState, PoolExhausted
-from services.orchestrator.session_states import (
+from services.orchestrator.agents.instances import InstancePool, InstanceState, PoolExhausted
+from services.orchestrator.agents.template_store import TemplateStore, recorded_instances
+from services.orchestrator.agents.templates import (
+    AgentRegistry,
+    builtin_definitions,
+    install_templates,
+)
+from services.orchestrator.state.session_states import (
     InvalidTransition,
     SessionState,
     get_state,
     set_state,
 )
-from services.orchestrator.store import SessionStore
-from services.orchestrator.template_store import TemplateStore, recorded_instances
-from services.orchestrator.templates import (
-    AgentRegistry,
-    builtin_definitions,
-    install_templates,
-)
+from services.orchestrator.state.store import SessionStore
 
 SHARED = {"llm": object(), "hitl": object()}
 

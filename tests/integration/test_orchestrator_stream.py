@@ -13,7 +13,7 @@ from clients.python import SessionStream
 from codelab.v1 import common_pb2 as pb
 from codelab.v1 import runtime_pb2
 from services.common.channels import error_code
-from services.orchestrator.store import SessionStore, StoredMessage
+from services.orchestrator.state.store import SessionStore, StoredMessage
 from tests.support.mesh import Mesh, running_mesh
 
 

@@ -88,7 +88,7 @@ async def test_a_second_replica_relays_to_the_owner_and_takes_over(
 
 
 async def test_one_owner_at_a_time(mesh: Mesh, database_url: str) -> None:
-    from services.orchestrator.ownership import Ownership
+    from services.orchestrator.session.ownership import Ownership
 
     pool = await create_pool(database_url)
     first, second = Ownership(mesh.pool), Ownership(pool)

@@ -11,7 +11,7 @@ from asyncpg import Pool
 
 from services.common.db import create_pool
 from services.orchestrator.errors import SessionNotFound
-from services.orchestrator.store import SessionStore
+from services.orchestrator.state.store import SessionStore
 
 
 async def test_an_attach_waiting_on_a_concurrent_creation_sees_the_session(

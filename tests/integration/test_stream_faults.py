@@ -14,7 +14,7 @@ import pytest
 import websockets
 from websockets.exceptions import ConnectionClosed
 
-from services.orchestrator.runtime import Runtime
+from services.orchestrator.session.runtime import Runtime
 from tests.support.mesh import Mesh, running_mesh
 
 pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")

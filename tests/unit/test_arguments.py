@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from jsonschema.exceptions import SchemaError
 
-from services.orchestrator import arguments as arguments_module
-from services.orchestrator.arguments import (
+from services.orchestrator.turn import arguments as arguments_module
+from services.orchestrator.turn.arguments import (
     MAX_PROBLEM_CHARS,
     ArgumentCheck,
     validate_arguments,

@@ -6,15 +6,15 @@ from typing import Any
 
 import pytest
 
-from services.orchestrator.budgets import (
+from services.orchestrator.agents.budgets import (
     CLARIFICATION_TOOLS,
     SEARCH_TOOLS,
     Budgets,
     InvalidBudget,
     canonical_budgets,
 )
-from services.orchestrator.template_rules import canonical
-from services.orchestrator.templates import AgentTemplate, builtin_definitions
+from services.orchestrator.agents.template_rules import canonical
+from services.orchestrator.agents.templates import AgentTemplate, builtin_definitions
 
 
 def test_given_budgets_are_stored_and_absent_ones_are_not() -> None:

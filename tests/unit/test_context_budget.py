@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from services.orchestrator.context import (
+from services.orchestrator.state.store import StoredMessage
+from services.orchestrator.turn.context import (
     CUT_MARKER,
     Limits,
     chunks_for_summary,
@@ -17,8 +18,7 @@ from services.orchestrator.context import (
     transcript,
     without_summary,
 )
-from services.orchestrator.store import StoredMessage
-from services.orchestrator.tokens import Calibration, message_tokens, text_tokens
+from services.orchestrator.turn.tokens import Calibration, message_tokens, text_tokens
 from services.scripted_model.chunks import count_tokens
 
 

@@ -6,7 +6,7 @@ import unicodedata
 
 import pytest
 
-from services.orchestrator.file_rules import (
+from services.orchestrator.turn.file_rules import (
     FILE_RESTRICTION_ERROR,
     PATH_ARGUMENTS,
     WRITE_TOOLS,

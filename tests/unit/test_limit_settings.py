@@ -6,9 +6,9 @@ import pytest
 
 from services.common.limit_settings import LimitSettings, Price, parse_prices
 from services.common.settings import Settings, SettingsError
-from services.orchestrator.limits import retry_after
-from services.orchestrator.loop import Budget, turn_budget_spent
-from services.orchestrator.templates import AgentTemplate
+from services.orchestrator.agents.templates import AgentTemplate
+from services.orchestrator.session.limits import retry_after
+from services.orchestrator.turn.loop import Budget, turn_budget_spent
 
 
 def test_everything_is_off_by_default() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import grpc
 
-from services.orchestrator.llm import RESTART_ATTEMPTS, retry_delay
+from services.orchestrator.peers.llm import RESTART_ATTEMPTS, retry_delay
 
 S = grpc.StatusCode
 

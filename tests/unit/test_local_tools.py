@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from services.orchestrator.local_tools import (
+from services.orchestrator.turn.executors.local_tools import (
     LOCAL_TOOLS,
     MAX_EXPRESSION_CHARS,
     LocalResult,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from services.orchestrator.patch_review import Review, review_outcome, reviewed
+from services.orchestrator.turn.patch_review import Review, review_outcome, reviewed
 
 PATCH = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
 

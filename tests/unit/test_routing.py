@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.orchestrator.routing import (
+from services.orchestrator.agents.routing import (
     SPECIALISTS,
     Classification,
     Confidence,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.orchestrator.session_states import (
+from services.orchestrator.state.session_states import (
     TERMINAL,
     TRANSITIONS,
     InvalidTransition,

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from services.common.errors import InvalidInput
-from services.orchestrator.agent_search import search_agents
-from services.orchestrator.template_rules import (
+from services.orchestrator.agents.agent_search import search_agents
+from services.orchestrator.agents.template_rules import (
     BadFileRule,
     InvalidTemplate,
     UnknownAgent,
@@ -16,7 +16,7 @@ from services.orchestrator.template_rules import (
     canonical,
     check_references,
 )
-from services.orchestrator.templates import AgentTemplate, builtin_definitions
+from services.orchestrator.agents.templates import AgentTemplate, builtin_definitions
 
 MINIMAL = {
     "name": "helper",

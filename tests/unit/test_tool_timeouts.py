@@ -7,8 +7,8 @@ from typing import Any, cast
 import pytest
 
 from services.common.db import Pool
-from services.orchestrator.tool_timeouts import DEFAULT_SECONDS, ToolTimeouts
-from services.orchestrator.toolbox import ToolSpec
+from services.orchestrator.session.tool_timeouts import DEFAULT_SECONDS, ToolTimeouts
+from services.orchestrator.turn.toolbox import ToolSpec
 from services.toolsearch.catalog import builtin_drafts, make_draft
 from services.toolsearch.errors import InvalidTool
 

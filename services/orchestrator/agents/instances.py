@@ -1,0 +1,320 @@
+"""The agent instance pool (seed 003 sections 2.2 and 3.2): long-lived workers per template.
+
+An instance (agent_instance.py) is built from one template version, pinned: an admin's
+new version reaches new leases, never a running one. ``lease`` hands out an IDLE instance
+(the most recently used, so few stay warm) or creates one up to ``max_per_template``;
+beyond that it waits, then fails with PoolExhausted. Release walks the seed's machine
+(Postgres gets the state it ends in, one write)::
+
+    BUSY -> RESETTING -> cleanup() -> IDLE            (session finished or cancelled)
+    BUSY -> ERROR -> RESETTING -> cleanup() -> IDLE   (the session's run raised)
+    RESETTING -> ERROR (kept for inspection, replaced) when cleanup fails
+
+Memory is authoritative: Postgres mirrors each state change (``agent_instances``) for
+admins and for other replicas to read. ``min_per_template`` idle instances are kept per
+served template; ``sync`` follows the registry after an admin change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import itertools
+import logging
+import os
+import socket
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import AsyncIterator, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from services.common.db import Pool, db_errors
+from services.common.errors import DatabaseError, InvalidInput, ServiceError, Unavailable
+from services.common.sql import load_queries
+from services.orchestrator.agents.agent_instance import (
+    AgentInstance,
+    CleanupFailed,
+    InstanceState,
+    PoolExhausted,
+)
+from services.orchestrator.agents.templates import AgentRegistry, AgentTemplate
+from services.orchestrator.state import SQL_DIR
+
+log = logging.getLogger(__name__)
+QUERIES = load_queries(SQL_DIR / "templates.sql")
+DEFAULT_MAX_PER_TEMPLATE = 256
+__all__ = [
+    "DEFAULT_MAX_PER_TEMPLATE",
+    "AgentInstance",
+    "CleanupFailed",
+    "InstancePool",
+    "InstanceState",
+    "PoolExhausted",
+]
+
+
+class InstancePool:
+    """Instances per template, between ``min_per_template`` and ``max_per_template``."""
+
+    def __init__(
+        self,
+        pool: Pool,
+        registry: AgentRegistry,
+        min_per_template: int = 1,
+        max_per_template: int = DEFAULT_MAX_PER_TEMPLATE,
+        *,
+        clients: Mapping[str, Any] | None = None,
+        lease_timeout: float = 30.0,
+        refresh_every: float = 5.0,
+    ) -> None:
+        if not 0 <= min_per_template <= max_per_template or max_per_template < 1:
+            raise InvalidInput("need 0 <= min_per_template <= max_per_template, max >= 1")
+        self.pool = pool
+        self.registry = registry
+        self.min = min_per_template
+        self.max = max_per_template
+        self.clients: Mapping[str, Any] = MappingProxyType(dict(clients or {}))
+        self.lease_timeout = lease_timeout
+        self.refresh_every = refresh_every
+        # Rows of this process; replicas share the table.
+        self.node = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self._live: dict[str, list[AgentInstance]] = defaultdict(list)
+        self._creating: Counter[str] = Counter()
+        self._changed = asyncio.Condition()
+        self._uses = itertools.count(1)
+        self._closed = False
+        self._recording: set[asyncio.Task[None]] = set()
+
+    def live(self, template_name: str) -> list[AgentInstance]:
+        """The instances that can serve ``template_name`` now or after their session."""
+        return list(self._live[template_name])
+
+    async def start(self) -> None:
+        """Create the minimum of instances for every served template."""
+        await self.sync()
+
+    async def sync(self) -> None:
+        """Follow the registry: retire idle instances of old versions or of templates no
+        longer served, and top every served template up to the minimum."""
+        served = {t.name: t for t in self.registry.all()}
+        retired: list[AgentInstance] = []
+        async with self._changed:
+            for live in self._live.values():
+                for instance in [i for i in live if i.state is InstanceState.IDLE]:
+                    if not self._current(instance.template):
+                        live.remove(instance)
+                        retired.append(instance)
+                        instance.state = InstanceState.STOPPED
+        for instance in retired:
+            await self._persist(instance)
+        for template in served.values():
+            await self._top_up(template)
+
+    async def close(self) -> None:
+        """Stop every instance of this process (their rows say STOPPED)."""
+        async with self._changed:
+            self._closed = True
+            for live in self._live.values():
+                for instance in live:
+                    instance.state = InstanceState.STOPPED
+            self._live.clear()
+            self._changed.notify_all()
+        try:
+            async with db_errors("stop instances", "DB_WRITE_ERROR"):
+                await self.pool.execute(QUERIES["stop_node_instances"], self.node)
+        except ServiceError as error:
+            # Shutting down with Postgres away: the rows stay as they were; shutdown goes on.
+            log.warning("instances not marked stopped", extra={"fields": {"err": error.message}})
+
+    @contextlib.asynccontextmanager
+    async def lease(
+        self,
+        template_name: str,
+        session_id: str,
+        wait: float | None = None,
+        pinned: AgentTemplate | None = None,
+    ) -> AsyncIterator[AgentInstance]:
+        """An instance of the template's current version (or of ``pinned``, the version
+        the session's task runs on), BUSY for ``session_id``; waits up to ``wait`` seconds
+        (default ``lease_timeout``) for one to become free. An instance of a version no
+        longer served is recycled (STOPPED) when it comes back."""
+        instance, recorded = await self._acquire(
+            template_name, session_id, wait or self.lease_timeout, pinned
+        )
+        self._recording.add(recorded)
+        recorded.add_done_callback(self._recording.discard)
+        failed = False
+        try:
+            yield instance
+        except Exception:
+            failed = True  # cancellation is a normal end of a session, not a failure
+            raise
+        finally:
+            # Shielded: a second cancel must not leave the instance BUSY forever.
+            await asyncio.shield(self._release(instance, failed, recorded))
+
+    async def settled(self) -> None:
+        """Wait until the rows of every lease handed out so far are written."""
+        await asyncio.gather(*self._recording, return_exceptions=True)
+
+    async def _acquire(
+        self, name: str, session_id: str, wait: float, pinned: AgentTemplate | None = None
+    ) -> tuple[AgentInstance, asyncio.Task[None]]:
+        """The instance, BUSY in memory, and the task writing its row (the lease goes on
+        while it is written: the row is for admins and other replicas, memory rules)."""
+        await self.registry.refresh(self.pool, self.refresh_every)
+        deadline = asyncio.get_running_loop().time() + wait
+        retired: list[AgentInstance] = []
+        async with self._changed:
+            while True:
+                if self._closed:
+                    raise Unavailable("the instance pool is stopping", code="SERVICE_UNAVAILABLE")
+                template = pinned or self.registry.get(name)
+                live = self._live[name]
+                idle = [i for i in live if i.state is InstanceState.IDLE]
+                fresh = [i for i in idle if i.template.version == template.version]
+                if fresh:
+                    instance, created = max(fresh, key=lambda i: i.uses), False
+                    break
+                stale = [i for i in idle if not self._current(i.template)]
+                if stale:  # an old version: give its slot to the current one
+                    live.remove(stale[0])
+                    stale[0].state = InstanceState.STOPPED
+                    retired.append(stale[0])
+                    continue
+                if len(live) + self._creating[name] < self.max:
+                    instance, created = AgentInstance(template, self.clients), True
+                    live.append(instance)
+                    break
+                remaining = deadline - asyncio.get_running_loop().time()
+                try:
+                    await asyncio.wait_for(self._changed.wait(), max(remaining, 0))
+                except TimeoutError:
+                    raise PoolExhausted(
+                        f"all {self.max} instances of {name!r} stayed busy for {wait:g}s",
+                        template=name,
+                    ) from None
+            instance.state, instance.session_id = InstanceState.BUSY, session_id
+            instance.uses = next(self._uses)
+        instance.last_used_at = dt.datetime.now(dt.UTC)
+        return instance, asyncio.create_task(self._record_lease(instance, created, retired))
+
+    async def _record_lease(
+        self, instance: AgentInstance, created: bool, retired: list[AgentInstance]
+    ) -> None:
+        for old in retired:
+            await self._persist(old)
+        try:
+            async with db_errors("lease instance", "DB_WRITE_ERROR"):
+                if created:
+                    await self._insert(instance, InstanceState.BUSY)
+                await self.pool.execute(
+                    QUERIES["lease_instance"], instance.instance_id, instance.session_id
+                )
+        except DatabaseError as error:
+            # The session goes on (its own writes will say whether Postgres is back);
+            # the row catches up at the release.
+            log.warning("lease not recorded: %s", error.message)
+
+    async def _release(
+        self, instance: AgentInstance, failed: bool, recorded: asyncio.Task[None]
+    ) -> None:
+        await recorded
+        if self._closed:  # close() recorded every instance STOPPED: forget the session only
+            try:
+                instance.cleanup()
+            except CleanupFailed as error:
+                log.warning("instance stopped unclean: %s", error.message)
+            return
+        failures = 0
+        if failed:  # BUSY -> ERROR, then recover() below
+            instance.failures += 1
+            failures = 1
+        # BUSY -> (ERROR ->) RESETTING -> IDLE happens here without an await in between:
+        # only the state it ends in is written (one round trip per release, not three).
+        instance.state = InstanceState.RESETTING
+        try:
+            instance.cleanup()
+        except CleanupFailed as error:
+            log.warning("instance replaced: %s", error.message)
+            await self._replace(instance, InstanceState.ERROR, failures)
+            return
+        if not self._current(instance.template):
+            # Pinned to a version now gone.
+            await self._replace(instance, InstanceState.STOPPED, failures)
+            return
+        async with self._changed:
+            instance.state = InstanceState.IDLE
+            self._changed.notify_all()
+        await self._persist(instance, added_failures=failures)
+
+    def _current(self, template: AgentTemplate) -> bool:
+        """True while ``template`` is the version the registry serves."""
+        name = template.name
+        return self.registry.has(name) and self.registry.get(name).version == template.version
+
+    async def _replace(
+        self, instance: AgentInstance, state: InstanceState, failures: int = 0
+    ) -> None:
+        """Retire ``instance`` and keep the template's minimum of the served version."""
+        await self._drop(instance, state, failures)
+        name = instance.template.name
+        if self.registry.has(name):
+            try:
+                await self._top_up(self.registry.get(name))
+            except DatabaseError as failure:  # the next lease creates one instead
+                log.warning("no replacement instance yet: %s", failure.message)
+
+    async def _drop(self, instance: AgentInstance, state: InstanceState, failures: int = 0) -> None:
+        """Take ``instance`` out of service in ``state`` and wake the waiting leases."""
+        async with self._changed:
+            with contextlib.suppress(ValueError):  # already gone after close()
+                self._live[instance.template.name].remove(instance)
+            instance.state = state
+            self._changed.notify_all()
+        await self._persist(instance, added_failures=failures)
+
+    async def _top_up(self, template: AgentTemplate) -> None:
+        """Create idle instances of ``template`` until the minimum is reached."""
+        while True:
+            async with self._changed:
+                name = template.name
+                if len(self._live[name]) + self._creating[name] >= self.min:
+                    return
+                self._creating[name] += 1
+            instance = AgentInstance(template, self.clients)
+            try:
+                async with db_errors("create instance", "DB_WRITE_ERROR"):
+                    await self._insert(instance, InstanceState.IDLE)
+            finally:
+                async with self._changed:
+                    self._creating[name] -= 1
+            async with self._changed:
+                self._live[name].append(instance)
+                self._changed.notify_all()
+
+    async def _insert(self, instance: AgentInstance, state: InstanceState) -> None:
+        template = instance.template
+        await self.pool.execute(
+            QUERIES["insert_instance"],
+            instance.instance_id,
+            template.name,
+            template.version,
+            state.value,
+            self.node,
+        )
+
+    async def _persist(self, instance: AgentInstance, added_failures: int = 0) -> None:
+        """Mirror the in-memory state; a failed write is logged, never blocks a release."""
+        try:
+            async with db_errors("save instance state", "DB_WRITE_ERROR"):
+                await self.pool.execute(
+                    QUERIES["set_instance_state"],
+                    instance.instance_id,
+                    instance.state.value,
+                    added_failures,
+                )
+        except DatabaseError as error:
+            log.warning("instance %s: %s", instance.instance_id, error.message)

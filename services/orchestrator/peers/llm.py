@@ -1,0 +1,203 @@
+"""The orchestrator's side of llmproxy: completions as plain Python values.
+
+This module is the transport edge towards llmproxy (it imports grpc so that the
+agent loop does not); gRPC failures become ``LlmFailure`` with the spec's code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+
+import grpc
+
+from codelab.v1 import llmproxy_pb2 as pb
+from codelab.v1 import llmproxy_pb2_grpc as pb_grpc
+from services.common.channels import error_code
+from services.common.errors import ErrorKind, ServiceError
+from services.orchestrator import spans
+from services.orchestrator.state.store import StoredMessage
+from services.orchestrator.turn.toolbox import ToolSpec
+
+log = logging.getLogger(__name__)
+
+RESTART_ATTEMPTS = 6
+"""Calls while llmproxy itself restarts (the transport fails, no error code)."""
+TURN_BACKOFF, TURN_BACKOFF_MAX = 0.5, 4.0
+_CODE_BY_STATUS = {
+    grpc.StatusCode.UNAVAILABLE: "LLM_PROXY_UNAVAILABLE",
+    grpc.StatusCode.DEADLINE_EXCEEDED: "LLM_TIMEOUT",
+    grpc.StatusCode.ABORTED: "LLM_STREAM_INTERRUPTED",
+}
+_TRANSPORT = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.CANCELLED,
+    }
+)
+RETRIED_CODES = frozenset({"LLM_PROXY_UNAVAILABLE", "LLM_STREAM_INTERRUPTED"})
+"""Before the first token, nothing was shown: an unreachable or overloaded upstream, or a
+stream cut before it said anything, is worth another call. A timeout or a refusal is not."""
+
+
+def retry_delay(
+    status: grpc.StatusCode, code: str | None, attempt: int, retries: int
+) -> float | None:
+    """Seconds before another try of a call that failed before its first token
+    (``attempt`` counts from 0), or None when it is not to be retried."""
+    if code is None and status in _TRANSPORT and attempt < RESTART_ATTEMPTS - 1:
+        return float(min(0.2 * 2**attempt, 2.0))  # llmproxy restarting: back within seconds
+    if code in RETRIED_CODES and attempt < retries:
+        return float(min(TURN_BACKOFF * 2**attempt, TURN_BACKOFF_MAX))
+    return None
+
+
+class LlmFailure(ServiceError):
+    """The model could not answer; ``code`` says why (LLM_TIMEOUT, LLM_ERROR, ...)."""
+
+    code = "LLM_ERROR"
+    kind = ErrorKind.UNAVAILABLE
+
+
+@dataclass(frozen=True)
+class TextPiece:
+    """Streamed answer text."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ReasoningPiece:
+    """Streamed reasoning of the model (shown to the user, kept for the trace)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ModelToolCall:
+    """A whole tool call proposed by the model (arguments exactly as produced)."""
+
+    id: str
+    name: str
+    arguments_json: str
+
+
+@dataclass(frozen=True)
+class ModelFinished:
+    """End of the model's reply."""
+
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    model: str = ""
+
+
+ModelOutput = TextPiece | ReasoningPiece | ModelToolCall | ModelFinished
+
+
+def to_proto(message: StoredMessage, with_reasoning: bool = False) -> pb.ChatMessage:
+    """``message`` for the model; its reasoning only when ``with_reasoning``."""
+    out = pb.ChatMessage(role=message.role, content=message.content)
+    if message.name and message.role != "assistant":
+        out.name = message.name
+    for call in message.tool_calls or ():
+        out.tool_calls.append(
+            pb.LlmToolCall(id=call["id"], name=call["name"], arguments_json=call["arguments"])
+        )
+    if message.tool_call_id:
+        out.tool_call_id = message.tool_call_id
+    if with_reasoning and message.reasoning:
+        out.reasoning = message.reasoning
+    return out
+
+
+class LlmClient:
+    """Streams completions through llmproxy."""
+
+    def __init__(
+        self, stub: pb_grpc.LlmProxyAsyncStub, deadline: float, turn_retries: int = 3
+    ) -> None:
+        self.stub = stub
+        self.deadline = deadline
+        self.turn_retries = turn_retries
+        """Retries of a turn's model call that failed before its first token."""
+
+    @spans.model_call
+    async def complete(
+        self,
+        session_id: str,
+        messages: Sequence[StoredMessage],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        purpose: str = "turn",
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        model: str = "",
+        with_reasoning: bool = False,
+        upstream_seconds: float | None = None,
+    ) -> AsyncIterator[ModelOutput]:
+        request = pb.CompleteRequest(
+            session_id=session_id,
+            purpose=purpose,
+            model=model,
+            messages=[to_proto(m, with_reasoning) for m in messages],
+            tools=[
+                pb.ToolDefinition(
+                    name=t.name, description=t.description, parameters_json=t.parameters_json
+                )
+                for t in tools
+            ],
+        )
+        if temperature is not None:
+            request.temperature = temperature
+        if max_tokens is not None:
+            request.max_tokens = max_tokens
+        if upstream_seconds is not None:  # the template's timeouts.llm_seconds
+            request.timeout_seconds = upstream_seconds
+        # Classification falls back to keywords at once: only turns are retried in full.
+        retries = self.turn_retries if purpose != "classification" else 0
+        started = False
+        attempt = 0
+        while True:
+            call = self.stub.Complete(request, timeout=self.deadline)
+            try:
+                async for chunk in call:
+                    started = True
+                    yield self._output(chunk)
+                return
+            except grpc.aio.AioRpcError as error:
+                code = error_code(error)
+                delay = None if started else retry_delay(error.code(), code, attempt, retries)
+                if delay is not None:
+                    log.warning(
+                        "retrying a model call that failed before its first token",
+                        extra={"fields": {"attempt": attempt + 1, "delay_s": delay, "code": code}},
+                    )
+                    attempt += 1
+                    await asyncio.sleep(delay)
+                    continue
+                code = code or _CODE_BY_STATUS.get(error.code(), "LLM_ERROR")
+                if started and code == "LLM_PROXY_UNAVAILABLE":
+                    code = "LLM_STREAM_INTERRUPTED"
+                raise LlmFailure(error.details() or str(error.code()), code=code) from error
+            finally:
+                call.cancel()
+
+    @staticmethod
+    def _output(chunk: pb.CompleteChunk) -> ModelOutput:
+        which = chunk.WhichOneof("chunk")
+        if which == "text_delta":
+            return TextPiece(chunk.text_delta)
+        if which == "reasoning_delta":
+            return ReasoningPiece(chunk.reasoning_delta)
+        if which == "tool_call":
+            tc = chunk.tool_call
+            return ModelToolCall(tc.id, tc.name, tc.arguments_json)
+        f = chunk.finish
+        return ModelFinished(
+            f.finish_reason, f.usage.prompt_tokens, f.usage.completion_tokens, f.model
+        )

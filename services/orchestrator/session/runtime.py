@@ -1,0 +1,461 @@
+"""Routes the IDE's messages to one worker per owned session: one at a time, in order.
+
+Work runs in the worker, not in the Stream that delivered the message, so a client
+that disconnects does not stop its turn; the events wait in the log. A replica that
+does not own a session hands the message to the owner (see ownership.py). A busy
+session treats a new user_message by its policy: enqueue (default), reject, interrupt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from codelab.v1 import common_pb2 as pb
+from services.common.errors import ServiceError
+from services.common.logs import log_context
+from services.orchestrator import spans
+from services.orchestrator.agents.agent_instance import SCRATCH
+from services.orchestrator.agents.instances import InstancePool
+from services.orchestrator.agents.templates import AgentRegistry
+from services.orchestrator.metrics import SESSIONS_ACTIVE
+from services.orchestrator.peers.mesh_clients import Expired, HitlClient
+from services.orchestrator.session.client_ids import ClientIds, client_message_id, kind_of
+from services.orchestrator.session.inputs import Inputs
+from services.orchestrator.session.limits import UserLimits
+from services.orchestrator.session.ownership import Ownership
+from services.orchestrator.session.tool_timeouts import TimedOut, ToolTimeouts
+from services.orchestrator.state import events
+from services.orchestrator.state.hub import SessionHub, Subscription
+from services.orchestrator.state.session_states import TERMINAL, SessionState, sources_of
+from services.orchestrator.state.store import SessionStore
+
+log = logging.getLogger(__name__)
+
+IDLE_SECONDS = 60.0
+LIMIT_CODES = frozenset({"RATE_LIMITED", "BUDGET_EXCEEDED"})
+Item = pb.ClientMessage | Expired | TimedOut
+DONE_STATES = {
+    "completed": SessionState.COMPLETED,
+    "awaiting_user": SessionState.WAITING_FOR_CLARIFICATION,
+    "error": SessionState.FAILED,
+    "cancelled": SessionState.CANCELLED,
+}
+
+
+def _details(raw: str) -> dict[str, Any] | None:
+    """A rejection's details: a JSON object, or nothing (a client may send anything)."""
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+class Runtime:
+    """The orchestrator's domain entry point."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        hub: SessionHub,
+        inputs: Inputs,
+        agents: AgentRegistry,
+        hitl: HitlClient,
+        ownership: Ownership,
+        instances: InstancePool,
+        limits: UserLimits,
+        client_ids: ClientIds,
+        timeouts: ToolTimeouts,
+        *,
+        sweep_every: float = 1.0,
+        retention_days: float = 30.0,
+    ) -> None:
+        self.store = store
+        self.hub = hub
+        self.inputs = inputs
+        self.agents = agents
+        self.hitl = hitl
+        self.ownership = ownership
+        self.instances = instances
+        self.limits = limits
+        self.client_ids = client_ids
+        self.timeouts = timeouts
+        self.sweep_every = sweep_every
+        self.retention_days = retention_days
+        self._inboxes: dict[str, asyncio.Queue[tuple[str, Item]]] = {}
+        self._workers: dict[str, asyncio.Task[None]] = {}
+        self._running: dict[str, asyncio.Task[None]] = {}
+        self._cancelling: set[str] = set()
+        """Sessions whose running task handles a cancel: a second cancel waits its turn."""
+        self._live: dict[str, set[str]] = {}
+        """Client message ids claimed here and not yet handled to the end."""
+        self._background: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        await self.ownership.start()
+        self.ownership.on_inbox = lambda sid: self._spawn(self._drain(sid))
+        self.ownership.on_events = self._nudge
+        self._background = [
+            asyncio.create_task(self._every(self.sweep_every, self._expire), name="expiry"),
+            asyncio.create_task(self._every(self.sweep_every, self._time_out), name="timeouts"),
+            asyncio.create_task(self._every(2.0, self._take_over), name="takeover"),
+            asyncio.create_task(self._every(3600.0, self._purge), name="retention"),
+        ]
+
+    def _nudge(self, session_id: str, seq: int) -> None:
+        """Another replica committed events: wake this one's subscribers. The owner wrote
+        the session's events itself and delivered them already: its own notifications
+        would only make its subscribers re-read what they have."""
+        if session_id not in self.ownership.owned:
+            self.hub.nudge(session_id, seq)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._background.append(task)
+        task.add_done_callback(self._background.remove)
+
+    async def attach(self, session_id: str, user_id: str) -> None:
+        """The session the stream binds to, created on first use (within the user's
+        sessions-open limit)."""
+        await self.limits.admit_session(session_id, user_id, self.agents.entry)
+        await self.store.attach(session_id, user_id, self.agents.entry)
+
+    async def admit(self, user_id: str, message: pb.ClientMessage) -> None:
+        """Raise RateLimited when a user message passes the user's messages per minute."""
+        if message.WhichOneof("message") == "user_message":
+            await self.limits.admit_message(user_id)
+
+    async def submit(self, session_id: str, user_id: str, item: Item) -> str:
+        """Deliver one message to the session's owner (this replica when it can be):
+        ``accepted``, or ``duplicate`` for a repeated client message id seen here."""
+        spans.stamp(item)
+        if await self._own(session_id):
+            return await self._local(session_id, user_id, item)
+        if isinstance(item, pb.ClientMessage):
+            await self.ownership.post(session_id, user_id, item)
+        return "accepted"
+
+    async def _own(self, sid: str) -> bool:
+        """Own the session; on taking it over, recover what the last owner left."""
+        if sid in self.ownership.owned:
+            return True
+        if not await self.ownership.acquire(sid):
+            return False
+        await self.hub.reset(sid)
+        running = await self.store.turn_state(sid) == "running"
+        if running:
+            await self.store.set_turn_state(sid, "idle")
+        if running and await self.store.last_event_type(sid) != "done":
+            # The previous owner died mid-turn (its last word was not `done`): say so; the
+            # session goes on from its ledger.
+            await self.hub.emit(
+                sid,
+                events.error(
+                    "LLM_STREAM_INTERRUPTED",
+                    "the runtime restarted during this turn; "
+                    "open tool calls and approvals still stand",
+                ),
+            )
+            await self.hub.emit(sid, events.done("error"))
+        for user_id, message in await self.ownership.take(sid):
+            await self._local(sid, user_id, message)
+        return True
+
+    async def _drain(self, sid: str) -> None:
+        if await self._own(sid):
+            for user_id, message in await self.ownership.take(sid):
+                await self._local(sid, user_id, message)
+
+    async def _local(self, sid: str, user_id: str, item: Item) -> str:
+        cid = client_message_id(item)
+        if cid is not None and not await self._claim(sid, cid, kind_of(item)):
+            return "duplicate"
+        running = self._running.get(sid)
+        busy = running is not None and not running.done()
+        if isinstance(item, pb.ClientMessage):
+            kind = item.WhichOneof("message")
+            # A cancel interrupts a running turn, but not a cancel being handled (it would
+            # lose both answers): that one goes through the inbox like an idle cancel.
+            if kind == "cancel" and busy and sid not in self._cancelling:
+                await self._started(sid, cid)
+                running = self._running.get(sid)
+                if running is not None and not running.done():
+                    # The worker sees the interrupted task and closes the turn itself.
+                    running.cancel()
+                    self._live.get(sid, set()).discard(cid or "")
+                    return "accepted"
+                # The turn ended meanwhile: an idle session's cancel, through the inbox.
+            elif kind == "user_message" and busy:
+                policy = (await self.store.get_session(sid)).busy_policy
+                if policy == "reject":
+                    self._live.get(sid, set()).discard(cid or "")
+                    if cid is not None:
+                        await self.client_ids.forget(sid, cid)  # refused: a resend may apply
+                    await self.hub.emit(
+                        sid,
+                        events.refused(
+                            "TURN_IN_PROGRESS",
+                            "a turn is running; wait for done or cancel it",
+                            cid,
+                        ),
+                    )
+                    return "accepted"
+                if policy == "interrupt":
+                    assert running is not None
+                    running.cancel()
+        inbox = self._inboxes.get(sid)
+        if inbox is None:
+            inbox = self._inboxes[sid] = asyncio.Queue()
+            self._workers[sid] = asyncio.create_task(self._work(sid, inbox), name=f"session:{sid}")
+        inbox.put_nowait((user_id, item))
+        return "accepted"
+
+    async def _claim(self, sid: str, cid: str, kind: str) -> bool:
+        """True when the message is to be applied; a repeat is answered here instead."""
+        claim = await self.client_ids.claim(sid, cid, kind)
+        live = self._live.setdefault(sid, set())
+        if claim.fresh or not (claim.started or cid in live):
+            live.add(cid)
+            return True
+        first = claim.first_seq or await self.hub.next_seq(sid)
+        await self.hub.emit(sid, events.duplicate(cid, first))
+        return False
+
+    async def _started(self, sid: str, cid: str | None) -> None:
+        """Handling of client message ``cid`` begins: its events start at the next seq."""
+        if cid is not None:
+            await self.client_ids.start(sid, cid, await self.hub.next_seq(sid))
+
+    async def _work(self, sid: str, inbox: asyncio.Queue[tuple[str, Item]]) -> None:
+        SESSIONS_ACTIVE.inc()
+        with log_context(session_id=sid):
+            try:
+                while True:
+                    try:
+                        user_id, item = await asyncio.wait_for(inbox.get(), IDLE_SECONDS)
+                    except TimeoutError:
+                        if inbox.empty():
+                            return
+                        continue
+                    try:
+                        await self._run_one(sid, user_id, item)
+                    except ServiceError as error:
+                        # Postgres may be restarting: the client is told without the log;
+                        # the worker lives on for the next message.
+                        log.warning("message failed", extra={"fields": {"err": error.message}})
+                        self.refuse(sid, item, error)
+            finally:
+                SESSIONS_ACTIVE.dec()
+                self._inboxes.pop(sid, None)
+                self._workers.pop(sid, None)
+                self._running.pop(sid, None)
+                self._live.pop(sid, None)
+                self.hub.forget(sid)
+                await asyncio.shield(self.ownership.release(sid))
+
+    def refuse(
+        self, sid: str, item: Item, error: ServiceError, only: Subscription | None = None
+    ) -> None:
+        """Tell the session's clients (or ``only`` one) that a client message could not be
+        accepted, and end it: an error with its id, then ``done`` error (nothing logged:
+        Postgres may be what failed)."""
+        if isinstance(item, pb.ClientMessage):
+            cid = item.client_message_id if item.HasField("client_message_id") else None
+            self.hub.tell(sid, events.refused(error.code, error.message, cid), only)
+            self.hub.tell(sid, events.done("error"), only)
+
+    @spans.turn
+    async def _run_one(self, sid: str, user_id: str, item: Item) -> None:
+        cid = client_message_id(item)
+        try:
+            await self._started(sid, cid)
+            await self._run_started(sid, user_id, item)
+        finally:
+            self._live.get(sid, set()).discard(cid or "")
+
+    async def _run_started(self, sid: str, user_id: str, item: Item) -> None:
+        research = SessionState.RESEARCHING
+        loop = self.inputs.loop
+        # A user message's first model call needs the history: read it beside the start.
+        is_user = isinstance(item, pb.ClientMessage) and item.HasField("user_message")
+        history = loop.background(self.store.context(sid)) if is_user else None
+        try:
+            start = await self.store.begin_turn(
+                sid,
+                research.value if self._starts_task(item) else None,
+                [state.value for state in sources_of(research)],
+            )
+        except BaseException:
+            if history is not None:
+                history.cancel()
+            raise
+        loop.begin(sid, start, history)
+        agent = start.session.current_agent
+        version = start.session.agent_versions.get(agent)
+        agent = agent if self.agents.has(agent) or version else self.agents.entry
+        try:
+            # A pooled instance serves the session while this message is handled; its
+            # scratch state is wiped when it goes back to the pool (no leaks between sessions).
+            # A task goes on with the version it started on, whatever an admin wrote since.
+            pinned = await self.agents.pinned(self.store.pool, agent, version) if version else None
+            async with self.instances.lease(agent, sid, pinned=pinned) as instance:
+                token = SCRATCH.set(instance.scratch)
+                try:
+                    await self._handle_in_task(sid, user_id, item)
+                finally:
+                    SCRATCH.reset(token)
+        finally:
+            loop.end(sid)
+        status = loop.last_done.pop(sid, "")
+        target = DONE_STATES.get(status)
+        await self.store.end_turn(
+            sid,
+            target.value if target else None,
+            [state.value for state in sources_of(target)] if target else [],
+            target in TERMINAL,
+        )
+
+    @staticmethod
+    def _starts_task(item: Item) -> bool:
+        if not isinstance(item, pb.ClientMessage):
+            return False
+        kind = item.WhichOneof("message")
+        return kind == "user_message" or (
+            kind == "switch_agent" and bool(item.switch_agent.content.strip())
+        )
+
+    async def _handle_in_task(self, sid: str, user_id: str, item: Item) -> None:
+        task = asyncio.create_task(self._handle(sid, user_id, item))
+        self._running[sid] = task
+        if self._is_cancel(item):
+            self._cancelling.add(sid)
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            # A bug, not an expected failure: log it, tell the client, keep the session usable.
+            log.exception("message handling crashed")
+            await self.inputs.fail(sid, "INTERNAL_ERROR", "the runtime failed on this message")
+        finally:
+            self._cancelling.discard(sid)
+        if task.cancelled() and not self._is_cancel(item):
+            await self.inputs.cancelled(sid)
+
+    @staticmethod
+    def _is_cancel(item: Item) -> bool:
+        return isinstance(item, pb.ClientMessage) and item.WhichOneof("message") == "cancel"
+
+    async def _handle(self, sid: str, user_id: str, item: Item) -> None:
+        inputs = self.inputs
+        try:
+            if isinstance(item, Expired):
+                await inputs.expired(item)
+                return
+            if isinstance(item, TimedOut):
+                await inputs.timed_out(item)
+                return
+            kind = item.WhichOneof("message")
+            if kind == "user_message":
+                await inputs.user_message(sid, item.user_message)
+            elif kind == "tool_result":
+                await inputs.tool_result(sid, item.tool_result, user_id)
+            elif kind == "hitl_decision":
+                await inputs.hitl_decision(sid, user_id, item.hitl_decision)
+            elif kind == "plan_decision":
+                await inputs.plans.decide(sid, user_id, item.plan_decision)
+            elif kind == "switch_agent":
+                await inputs.switch_agent(sid, item.switch_agent)
+            elif kind == "cancel":
+                await inputs.cancelled(sid)
+            elif kind == "rejected":
+                await self._rejected(sid, item.rejected)
+            else:
+                await inputs.fail(sid, "INVALID_MESSAGE_TYPE", f"{kind} is not accepted here")
+        except ServiceError as failure:
+            await inputs.fail(sid, failure.code, failure.message)
+
+    async def _rejected(self, sid: str, rejected: pb.Rejected) -> None:
+        """A message refused before it reached the session (bad input, a limit)."""
+        number = rejected.error_code
+        known = number != pb.ERROR_CODE_UNSPECIFIED and number in pb.ErrorCode.values()
+        code = pb.ErrorCode.Name(number) if known else "INVALID_MESSAGE_TYPE"
+        details = _details(rejected.details_json) if rejected.HasField("details_json") else None
+        await self.hub.emit(sid, events.error(code, rejected.content, details))
+        if code in LIMIT_CODES:
+            # The refused message was a request for a turn: the client waits for its end.
+            await self.hub.emit(sid, events.done("error"))
+
+    async def _every(self, seconds: float, job: Callable[[], Awaitable[None]]) -> None:
+        while True:
+            await asyncio.sleep(seconds)
+            try:
+                await job()
+            except ServiceError as error:
+                log.warning("background job failed", extra={"fields": {"err": error.message}})
+            except Exception:
+                # A bug in a job must not end the job for the life of the process.
+                log.exception("background job crashed")
+
+    async def _expire(self) -> None:
+        """Hand expired approvals to their sessions' owners."""
+        for expired in await self.hitl.expire_due():
+            if await self._own(expired.session_id):
+                await self._local(expired.session_id, "", expired)
+            else:
+                # Another replica owns the session and hitl will not list this approval
+                # again: relay a decision, which hitl answers HITL_TIMEOUT, so the owner
+                # handles the expiry on its usual path.
+                decision = pb.HitlDecision(call_id=expired.call_id, decision=pb.DECISION_REJECT)
+                await self.ownership.post(
+                    expired.session_id, "", pb.ClientMessage(hitl_decision=decision)
+                )
+
+    async def _time_out(self) -> None:
+        """Close overdue tool calls of the sessions this replica owns (or can take);
+        another replica's are its own sweep's."""
+        for due in await self.timeouts.overdue():
+            if await self._own(due.session_id):
+                await self._local(due.session_id, "", due)
+
+    async def resend_dispatched(self, session_id: str) -> list[pb.ServerEvent]:
+        """The tool_call of every dispatched, unanswered call, as first sent: for an IDE
+        that reconnects and may have lost one. No ``done`` follows: the runtime already
+        said it waits, and an IDE that kept the call must not read this as a new turn."""
+        calls = await self.inputs.loop.ledger.open_calls(session_id)
+        sent = [
+            self.inputs.loop.tool_call_event(call, call.arguments, False, call.reason)
+            for call in calls
+            if call.state == "dispatched" and isinstance(call.arguments, dict)
+        ]
+        return sent
+
+    async def _take_over(self) -> None:
+        """Sessions whose owner died: messages waiting, or a turn cut off."""
+        for sid in {
+            *await self.ownership.waiting_sessions(),
+            *await self.store.interrupted_turns(),
+        }:
+            if sid not in self.ownership.owned and sid not in self._workers:
+                await self._drain(sid)
+
+    async def _purge(self) -> None:
+        await self.limits.prune()
+        purged = await self.store.purge_deleted(self.retention_days)
+        if purged:
+            log.info("purged deleted sessions", extra={"fields": {"count": purged}})
+
+    async def close(self) -> None:
+        """Stop background jobs and workers (committed state stays in Postgres)."""
+        tasks = [*self._background, *self._workers.values()]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.ownership.close()

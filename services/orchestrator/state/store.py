@@ -1,0 +1,353 @@
+"""Sessions, messages and the event log in Postgres (schema ``orchestrator``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from services.common.db import Pool, db_errors
+from services.common.sql import load_queries
+from services.orchestrator.errors import SessionNotFound
+from services.orchestrator.state import SQL_DIR
+from services.orchestrator.turn.tokens import message_tokens
+
+QUERIES = load_queries(SQL_DIR / "queries.sql")
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    """A session as stored."""
+
+    session_id: str
+    user_id: str
+    title: str
+    system_prompt: str
+    current_agent: str
+    created_at: dt.datetime
+    last_activity: dt.datetime
+    message_count: int
+    deleted: bool = False
+    switch_count: int = 0
+    last_switch_at: dt.datetime | None = None
+    busy_policy: str = "enqueue"
+    turn_state: str = "idle"
+    tool_tokens_offered: int = 0
+    tool_tokens_all: int = 0
+    agent_versions: Mapping[str, int] = field(default_factory=dict)
+    """The template version each agent of the running task is pinned to."""
+    clarifications_used: int = 0
+    searches_used: int = 0
+
+
+@dataclass(frozen=True)
+class TurnStart:
+    """What ``begin_turn`` read: the session, and whether earlier work is still open."""
+
+    session: SessionRow
+    open_calls: bool
+    running_plan: bool
+    parent: tuple[str, str] | None
+    """(parent session, parent call) of a delegate's session."""
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    """One entry of the LLM history."""
+
+    role: str
+    content: str
+    name: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    created_at: dt.datetime | None = field(default=None, compare=False)
+    reasoning: str | None = None
+    """The model's reasoning before this answer (kept for the trace)."""
+    tokens: int = field(default=0, compare=False)
+    """Estimated tokens, counted when the message was written (0: not counted yet)."""
+    id: int = field(default=0, compare=False)
+    """The row's id once stored; a summary's is 0."""
+    covers_from: int | None = field(default=None, compare=False)
+    """A summary's first covered message id (its last is the id before the next row)."""
+    covered: int = field(default=0, compare=False)
+    """How many messages a summary covers."""
+
+    @property
+    def token_count(self) -> int:
+        """The stored count, or the estimate for a message not stored yet."""
+        return self.tokens or message_tokens(self.content, self.tool_calls)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The model's summary of a session's messages ``covers_from``..``covers_to``."""
+
+    covers_from: int
+    covers_to: int
+    messages: int
+    content: str
+    tokens: int
+
+
+def _session(row: asyncpg.Record) -> SessionRow:
+    return SessionRow(
+        session_id=row["session_id"],
+        user_id=row["user_id"],
+        title=row["title"],
+        system_prompt=row["system_prompt"],
+        current_agent=row["current_agent"],
+        created_at=row["created_at"],
+        last_activity=row["last_activity"],
+        message_count=row["message_count"],
+        deleted=row["deleted_at"] is not None,
+        switch_count=row["switch_count"],
+        last_switch_at=row["last_switch_at"],
+        busy_policy=row["busy_policy"],
+        turn_state=row["turn_state"],
+        tool_tokens_offered=row["tool_tokens_offered"],
+        tool_tokens_all=row["tool_tokens_all"],
+        agent_versions=row.get("agent_versions") or {},
+        clarifications_used=row.get("clarifications_used") or 0,
+        searches_used=row.get("searches_used") or 0,
+    )
+
+
+class SessionStore:
+    """All orchestrator SQL goes through here."""
+
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
+
+    async def ensure_session(
+        self,
+        session_id: str,
+        user_id: str = "",
+        title: str = "",
+        system_prompt: str = "",
+        agent: str = "orchestrator",
+    ) -> tuple[SessionRow, bool]:
+        """The session, created when missing; (row, created). Another user's: not found."""
+        async with db_errors("create session", "SESSION_CREATION_FAILED"):
+            created = await self.pool.fetchval(
+                QUERIES["upsert_session"], session_id, user_id, title, system_prompt, agent
+            )
+        row = await self.get_session(session_id, user_id)
+        return row, created is not None
+
+    async def attach(self, session_id: str, user_id: str, agent: str) -> None:
+        """Create the session when missing; another user's (or a deleted) one: not found."""
+        async with db_errors("create session", "SESSION_CREATION_FAILED"):
+            row = await self.pool.fetchrow(QUERIES["attach_session"], session_id, user_id, agent)
+            if row is None:
+                # Created by a concurrent attach that committed after this statement's
+                # snapshot (the insert waited for it, the select could not see it): a new
+                # statement sees the row.
+                row = await self.pool.fetchrow(
+                    QUERIES["attach_session"], session_id, user_id, agent
+                )
+        if row is None or row["deleted_at"] is not None or (user_id and row["user_id"] != user_id):
+            raise SessionNotFound(f"Session not found: {session_id}", session_id=session_id)
+
+    async def turn_state(self, session_id: str) -> str | None:
+        async with db_errors("read session", "DB_READ_ERROR"):
+            state: str | None = await self.pool.fetchval(QUERIES["turn_state"], session_id)
+        return state
+
+    async def get_session(self, session_id: str, user_id: str = "") -> SessionRow:
+        async with db_errors("read session", "DB_READ_ERROR"):
+            row = await self.pool.fetchrow(QUERIES["get_session"], session_id)
+        if row is None or row["deleted_at"] is not None or (user_id and row["user_id"] != user_id):
+            raise SessionNotFound(f"Session not found: {session_id}", session_id=session_id)
+        return _session(row)
+
+    async def list_sessions(self, user_id: str = "", limit: int = 100) -> list[SessionRow]:
+        async with db_errors("list sessions", "DB_READ_ERROR"):
+            rows = await self.pool.fetch(QUERIES["list_sessions"], user_id, limit)
+        return [_session(r) for r in rows]
+
+    async def add_message(
+        self, session_id: str, message: StoredMessage, *, flush: bool = True
+    ) -> None:
+        """Store ``message`` with its token count (counted here, once); ``flush`` False:
+        only when an event of the same turn will commit after it (that commit flushes the
+        WAL, this one too)."""
+        async with db_errors("save message", "DB_WRITE_ERROR"):
+            await self.pool.fetchrow(
+                QUERIES["add_message"],
+                session_id,
+                message.role,
+                message.content,
+                message.name,
+                message.tool_calls,
+                message.tool_call_id,
+                message.token_count,
+                message.reasoning,
+                flush,
+            )
+
+    async def history(self, session_id: str) -> list[StoredMessage]:
+        """Every message of the session, in order (summaries are not messages)."""
+        async with db_errors("read history", "DB_READ_ERROR"):
+            rows = await self.pool.fetch(QUERIES["history"], session_id)
+        return [StoredMessage(**dict(r)) for r in rows]
+
+    async def context(self, session_id: str) -> list[StoredMessage]:
+        """What the model reads: the latest summary (role ``summary``, id 0) when there
+        is one, then every message after the ones it covers."""
+        async with db_errors("read history", "DB_READ_ERROR"):
+            rows = await self.pool.fetch(QUERIES["context"], session_id)
+        return [StoredMessage(**dict(r)) for r in rows]
+
+    async def add_summary(self, session_id: str, summary: Summary) -> None:
+        async with db_errors("save summary", "DB_WRITE_ERROR"):
+            await self.pool.execute(
+                QUERIES["add_summary"],
+                session_id,
+                summary.covers_from,
+                summary.covers_to,
+                summary.messages,
+                summary.content,
+                summary.tokens,
+            )
+
+    async def summaries(self, session_id: str) -> list[Summary]:
+        """Every summary of the session, oldest first."""
+        async with db_errors("read summaries", "DB_READ_ERROR"):
+            rows = await self.pool.fetch(QUERIES["summaries"], session_id)
+        return [Summary(**dict(r)) for r in rows]
+
+    async def last_seqs(self, session_ids: Sequence[str]) -> dict[str, int]:
+        """The last committed seq of each session (0 for one without events)."""
+        async with db_errors("read events", "DB_READ_ERROR"):
+            rows = await self.pool.fetch(QUERIES["last_seqs"], list(session_ids))
+        found = {r["session_id"]: int(r["seq"]) for r in rows}
+        return {sid: found.get(sid, 0) for sid in session_ids}
+
+    async def append_events(
+        self,
+        session_ids: Sequence[str],
+        seqs: Sequence[int],
+        kinds: Sequence[str],
+        events: Sequence[bytes],
+    ) -> None:
+        """Commit (session, seq, type, serialized event) rows of any sessions in one
+        statement; replicas watching those sessions are notified at commit."""
+        async with db_errors("save events", "DB_WRITE_ERROR"):
+            await self.pool.execute(QUERIES["append_events"], session_ids, seqs, kinds, events)
+
+    async def events_after(
+        self, session_id: str, after: int, limit: int = 1000
+    ) -> list[tuple[int, bytes]]:
+        async with db_errors("read events", "DB_READ_ERROR"):
+            rows = await self.pool.fetch(QUERIES["events_after"], session_id, after, limit)
+        return [(r["seq"], bytes(r["event"])) for r in rows]
+
+    async def soft_delete(self, session_id: str, user_id: str = "") -> bool:
+        async with db_errors("delete session", "DB_WRITE_ERROR"):
+            deleted = await self.pool.fetchval(QUERIES["soft_delete_session"], session_id, user_id)
+        return deleted is not None
+
+    async def event_stats(self) -> tuple[dict[str, int], dict[str, int]]:
+        """(totals, events by type)."""
+        async with db_errors("read stats", "DB_READ_ERROR"):
+            totals = await self.pool.fetchrow(QUERIES["event_stats"])
+            by_type = await self.pool.fetch(QUERIES["events_by_type"])
+        return dict(totals or {}), {r["type"]: r["n"] for r in by_type}
+
+    async def begin_turn(
+        self, session_id: str, move_to: str | None, sources: Sequence[str]
+    ) -> TurnStart:
+        """Mark the turn running (and move the session to ``move_to`` when one of
+        ``sources`` allows it), reading what the turn needs, in one round trip."""
+        async with db_errors("start turn", "DB_WRITE_ERROR"):
+            row = await self.pool.fetchrow(
+                QUERIES["begin_turn"], session_id, move_to is not None, move_to, list(sources)
+            )
+        if row is None or row["deleted_at"] is not None:
+            raise SessionNotFound(f"Session not found: {session_id}", session_id=session_id)
+        parent = row["parent_session_id"]
+        return TurnStart(
+            _session(row),
+            row["open_calls"],
+            row["running_plan"],
+            (parent, row["parent_call_id"]) if parent else None,
+        )
+
+    async def end_turn(
+        self, session_id: str, move_to: str | None, sources: Sequence[str], terminal: bool
+    ) -> None:
+        """Mark the turn idle, moving the session to ``move_to`` when ``sources`` allow."""
+        async with db_errors("end turn", "DB_WRITE_ERROR"):
+            await self.pool.execute(
+                QUERIES["end_turn"], session_id, move_to, list(sources), terminal
+            )
+
+    async def set_turn_state(self, session_id: str, state: str) -> None:
+        async with db_errors("save turn state", "DB_WRITE_ERROR"):
+            await self.pool.execute(QUERIES["set_turn_state"], session_id, state)
+
+    async def interrupted_turns(self) -> list[str]:
+        async with db_errors("read sessions", "DB_READ_ERROR"):
+            rows = await self.pool.fetch(QUERIES["interrupted_turns"])
+        return [r["session_id"] for r in rows]
+
+    async def last_event_type(self, session_id: str) -> str | None:
+        async with db_errors("read events", "DB_READ_ERROR"):
+            kind: str | None = await self.pool.fetchval(QUERIES["last_event_type"], session_id)
+        return kind
+
+    async def set_busy_policy(self, session_id: str, policy: str) -> None:
+        async with db_errors("save session", "DB_WRITE_ERROR"):
+            await self.pool.execute(QUERIES["set_busy_policy"], session_id, policy)
+
+    async def purge_deleted(self, older_than_days: float) -> int:
+        """Hard-delete sessions soft-deleted more than ``older_than_days`` ago."""
+        async with db_errors("purge sessions", "DB_WRITE_ERROR"):
+            count = await self.pool.fetchval(QUERIES["purge_deleted"], older_than_days)
+        return int(count or 0)
+
+    async def create_child(
+        self, child_id: str, user_id: str, agent: str, parent_id: str, parent_call_id: str
+    ) -> None:
+        async with db_errors("create child session", "DB_WRITE_ERROR"):
+            await self.pool.execute(
+                QUERIES["create_child_session"],
+                child_id,
+                user_id,
+                agent,
+                parent_id,
+                parent_call_id,
+            )
+
+    async def parent_of(self, session_id: str) -> tuple[str, str] | None:
+        """(parent session, parent call) for a delegated child session, else None."""
+        async with db_errors("read session", "DB_READ_ERROR"):
+            row = await self.pool.fetchrow(QUERIES["session_parent"], session_id)
+        if row is None or row["parent_session_id"] is None:
+            return None
+        return row["parent_session_id"], row["parent_call_id"]
+
+    async def children_of(self, session_id: str) -> list[str]:
+        async with db_errors("read sessions", "DB_READ_ERROR"):
+            rows = await self.pool.fetch(QUERIES["child_sessions"], session_id)
+        return [r["session_id"] for r in rows]
+
+    async def add_tool_tokens(self, session_id: str, offered: int, everything: int) -> None:
+        async with db_errors("save tool tokens", "DB_WRITE_ERROR"):
+            await self.pool.execute(QUERIES["add_tool_tokens"], session_id, offered, everything)
+
+    async def pin_agent_version(self, session_id: str, agent: str, version: int) -> None:
+        async with db_errors("pin template version", "DB_WRITE_ERROR"):
+            await self.pool.execute(QUERIES["pin_agent_version"], session_id, agent, version)
+
+    async def set_context_metadata(self, session_id: str, metadata: Mapping[str, Any]) -> None:
+        """Merge ``metadata`` into the session's context metadata (seed 000)."""
+        async with db_errors("save session", "DB_WRITE_ERROR"):
+            await self.pool.execute(QUERIES["set_context_metadata"], session_id, metadata)
+
+    async def spend_budget(self, session_id: str, clarifications: int, searches: int) -> None:
+        async with db_errors("save session", "DB_WRITE_ERROR"):
+            await self.pool.execute(QUERIES["spend_budget"], session_id, clarifications, searches)

@@ -1,0 +1,237 @@
+"""Plans: an agent proposes (create_plan), a human decides, the steps run in order.
+
+Each step runs with its own agent; the step's instruction enters the history as a
+user message so the model sees what it is asked to do. Progress is reported with
+plan_update, plan_progress and agent_chain_update; at the end control returns to
+the orchestrator.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from codelab.v1 import common_pb2 as pb
+from services.orchestrator.agents.templates import AgentTemplate
+from services.orchestrator.state import events
+from services.orchestrator.state.events import new_id
+from services.orchestrator.state.store import StoredMessage
+from services.orchestrator.turn.ledger import LedgerCall, Plan
+from services.orchestrator.turn.loop import AgentLoop
+
+_MINUTES = re.compile(r"(\d+)\s*(?:min|мин)")
+
+
+def estimate(steps: list[dict[str, Any]]) -> str:
+    """Sum of the steps' estimates in minutes (5 per step without one)."""
+    total = 0
+    for step in steps:
+        match = _MINUTES.search(str(step.get("estimated_time", "")))
+        total += int(match.group(1)) if match else 5
+    return f"{total} min"
+
+
+class PlanRunner:
+    """Plan proposal, decisions and step execution over the agent loop."""
+
+    def __init__(self, loop: AgentLoop) -> None:
+        self.loop = loop
+        loop.plans = self
+
+    async def propose(
+        self, call: LedgerCall, template: AgentTemplate, arguments: dict[str, Any]
+    ) -> bool:
+        sid = call.session_id
+        unknown = [
+            s["agent"] for s in arguments["subtasks"] if not self.loop.agents.has(s["agent"])
+        ]
+        if unknown:
+            await self.loop.complete(
+                call, f"Error: unknown agents in the plan: {unknown}", "failed"
+            )
+            return False
+        steps = [
+            {
+                "id": str(i),
+                "desc": s["description"],
+                "agent": s["agent"],
+                "status": "pending",
+                "estimated_time": s.get("estimated_time", ""),
+            }
+            for i, s in enumerate(arguments["subtasks"], start=1)
+        ]
+        plan = Plan(
+            plan_id=new_id("plan"),
+            session_id=sid,
+            approval_request_id=new_id("plan-approval"),
+            call_id=call.call_id,
+            planner=template.name,
+            goal=arguments["goal"],
+            steps=steps,
+            status="awaiting_approval",
+        )
+        await self.loop.ledger.create_plan(plan)
+        await self.loop.ledger.set_state(
+            call,
+            "awaiting_approval",
+            arguments=arguments,
+            reason="plan approval",
+            requires_approval=True,
+        )
+        await self.loop.emit(
+            sid,
+            events.plan_approval_required(
+                plan.plan_id, plan.approval_request_id, plan.goal, len(steps), estimate(steps)
+            ),
+            events.plan_update(plan.plan_id, steps, steps[0]["id"]),
+            events.done("awaiting_plan_approval"),
+        )
+        return True
+
+    async def decide(self, sid: str, user_id: str, decision: pb.PlanDecision) -> None:
+        loop = self.loop
+        plan = await loop.ledger.plan_by_request(sid, decision.approval_request_id)
+        if plan is None:
+            await loop.emit(
+                sid,
+                events.error(
+                    "PENDING_APPROVAL_NOT_FOUND", f"no plan approval {decision.approval_request_id}"
+                ),
+                events.done("error"),
+            )
+            return
+        name = {
+            pb.DECISION_APPROVE: "approve",
+            pb.DECISION_REJECT: "reject",
+            pb.DECISION_MODIFY: "modify",
+        }.get(decision.decision)
+        if plan.status != "awaiting_approval" or name is None:
+            await loop.emit(
+                sid,
+                events.error("INVALID_DECISION", f"plan {plan.plan_id} is {plan.status}"),
+                events.done("error"),
+            )
+            return
+        feedback = decision.feedback if decision.HasField("feedback") else None
+        await loop.hitl.audit(
+            sid,
+            "plan_decision",
+            f"plan_{name}",
+            user_id,
+            call_id=plan.call_id,
+            feedback=feedback,
+            details={"plan_id": plan.plan_id, "goal": plan.goal},
+        )
+        call = await loop.ledger.get(sid, plan.call_id)
+        assert call is not None  # created with the plan
+        if name == "approve":
+            plan.status = "running"
+            await loop.complete(call, "The user approved the plan; it runs step by step now.")
+            await self.start_step(plan, 0)
+            await loop.advance(sid)
+        elif name == "reject":
+            plan.status = "rejected"
+            await loop.ledger.save_plan(plan)
+            note = f" Feedback: {feedback}" if feedback else ""
+            await loop.complete(call, "The user rejected the plan." + note, "rejected")
+            await loop.emit(
+                sid, events.plan_rejected(plan.plan_id, plan.approval_request_id, feedback)
+            )
+            await loop.finish(sid, await loop.template(sid, plan.planner))
+        else:
+            plan.status = "modified"
+            await loop.ledger.save_plan(plan)
+            await loop.complete(
+                call,
+                f"The user asked to change the plan: {feedback or ''}. "
+                "Propose a revised plan with create_plan.",
+                "rejected",
+            )
+            await loop.switch(sid, plan.planner, "plan modification requested", method="plan")
+            await loop.notify(
+                sid,
+                events.plan_modification_requested(
+                    plan.plan_id, plan.approval_request_id, plan.planner, feedback
+                ),
+            )
+            await loop.advance(sid)
+
+    async def start_step(self, plan: Plan, index: int) -> None:
+        loop, sid = self.loop, plan.session_id
+        plan.current_step = index
+        step = plan.steps[index]
+        step["status"] = "running"
+        await loop.ledger.save_plan(plan)
+        await loop.switch(sid, step["agent"], f"plan step {step['id']}", method="plan")
+        await loop.emit(
+            sid, events.plan_update(plan.plan_id, plan.steps, step["id"]), self.chain(plan)
+        )
+        await loop.store.add_message(
+            sid,
+            StoredMessage(
+                "user",
+                f"Plan step {step['id']} of {len(plan.steps)} (goal: {plan.goal}): {step['desc']}",
+                name="plan",
+            ),
+        )
+
+    def chain(self, plan: Plan) -> Any:
+        current = plan.steps[min(plan.current_step, len(plan.steps) - 1)]["agent"]
+        return events.agent_chain_update(
+            plan.plan_id,
+            [(s["agent"], s["desc"][:60], s["status"]) for s in plan.steps],
+            current,
+        )
+
+    async def agent_finished(self, sid: str, answer: str) -> bool:
+        """A step's agent answered: record it and start the next step. False: no plan runs."""
+        loop = self.loop
+        plan = await loop.ledger.running_plan(sid)
+        if plan is None:
+            return False
+        step = plan.steps[plan.current_step]
+        step["status"], step["result"] = "done", answer[:500]
+        await loop.emit(sid, events.plan_progress(plan.plan_id, step["id"], answer[:500], "done"))
+        if plan.current_step + 1 < len(plan.steps):
+            await self.start_step(plan, plan.current_step + 1)
+            return True
+        plan.status = "completed"
+        await loop.ledger.save_plan(plan)
+        await loop.emit(
+            sid,
+            events.plan_update(plan.plan_id, plan.steps, step["id"]),
+            self.chain(plan),
+            self.completed(plan, "completed"),
+        )
+        return False
+
+    @staticmethod
+    def completed(plan: Plan, status: str) -> Any:
+        """execution_completed for ``plan``, summing up what each step reported."""
+        summary = "\n".join(
+            f"{s['id']}. {s['desc']} ({s['agent']}, {s['status']}): {s.get('result', '')}"
+            for s in plan.steps
+        )
+        return events.execution_completed(
+            "plan", plan.plan_id, status, summary, plan_id=plan.plan_id, agent=plan.planner
+        )
+
+    async def fail_running(self, sid: str, reason: str) -> None:
+        plan = await self.loop.ledger.running_plan(sid)
+        if plan is None:
+            return
+        step = plan.steps[plan.current_step]
+        step["status"], plan.status = "error", "failed"
+        await self.loop.ledger.save_plan(plan)
+        await self.loop.emit(
+            sid,
+            events.plan_progress(plan.plan_id, step["id"], reason, "error"),
+            events.plan_update(plan.plan_id, plan.steps, step["id"]),
+            self.completed(plan, "failed"),
+        )
+
+    async def cancel_running(self, sid: str) -> None:
+        plan = await self.loop.ledger.running_plan(sid)
+        if plan is not None:
+            plan.status = "cancelled"
+            await self.loop.ledger.save_plan(plan)

@@ -1,0 +1,100 @@
+"""Seed 000's context hand-over: what the agent that takes a session over is told.
+
+The history already carries every message and tool result; the system prompt adds the
+agent it takes over from, why, and the session's context metadata: the last error, the
+files modified, the pending tasks and the user's preferences (what the client set, and
+what the runtime knows from its own records).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.common.db import Pool, db_errors
+from services.orchestrator.agents.templates import AgentTemplate
+from services.orchestrator.state.store import QUERIES, SessionRow
+
+ERROR_CHARS = 500
+
+
+@dataclass(frozen=True)
+class Handover:
+    """The context of a session for the agent now serving it."""
+
+    previous_agent: str = ""
+    reason: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """last_error, files_modified, pending_tasks, user_preferences and the client's keys."""
+
+
+def _pending(steps: Any) -> list[str]:
+    return [s["desc"] for s in steps or () if s.get("status") in ("pending", "blocked")]
+
+
+async def read_handover(pool: Pool, session_id: str, agent: str) -> Handover:
+    """``agent``'s hand-over context (no previous agent when it was not switched to)."""
+    async with db_errors("read context", "DB_READ_ERROR"):
+        row = await pool.fetchrow(QUERIES["handover_context"], session_id)
+    if row is None:
+        return Handover()
+    metadata: dict[str, Any] = dict(row["metadata"] or {})
+    known = {
+        "last_error": (row["last_error"] or "")[:ERROR_CHARS],
+        "files_modified": row["files_modified"],
+        "pending_tasks": _pending(row["plan_steps"]),
+    }
+    metadata.update({key: value for key, value in known.items() if value})
+    switch = row["last_switch"] or {}
+    if switch.get("to_agent") != agent or switch.get("from_agent") == agent:
+        return Handover(metadata=metadata)
+    return Handover(switch["from_agent"], switch.get("reason", ""), metadata)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, list):
+        return "".join(f"\n- {item}" for item in value)
+    if isinstance(value, Mapping):
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return str(value)
+
+
+LABELS = {
+    "last_error": "Last error",
+    "files_modified": "Files modified",
+    "pending_tasks": "Pending tasks",
+    "user_preferences": "User preferences",
+}
+
+
+def handover_prompt(handover: Handover) -> str:
+    """The system prompt's context section (empty when there is nothing to tell)."""
+    lines: list[str] = []
+    if handover.previous_agent:
+        lines += [
+            f"Previous agent: {handover.previous_agent}",
+            f"Reason for switch: {handover.reason or 'not given'}",
+        ]
+    for key, value in handover.metadata.items():
+        if value in (None, "", [], {}):
+            continue
+        label = LABELS.get(key, key.replace("_", " ").capitalize())
+        text = _text(value)
+        lines.append(f"{label}:{text}" if text.startswith("\n") else f"{label}: {text}")
+    return "Context:\n" + "\n".join(lines) if lines else ""
+
+
+def system_prompt(
+    template: AgentTemplate, session: SessionRow, handover: Handover | None = None
+) -> str:
+    """A model call's system prompt: the template's, the session's own, then the hand-over
+    context (the history and any summary of it follow, see compaction.py)."""
+    system = template.system_prompt
+    if session.system_prompt:
+        system += "\n\n" + session.system_prompt
+    context = handover_prompt(handover) if handover else ""
+    if context:
+        system += "\n\n" + context
+    return system

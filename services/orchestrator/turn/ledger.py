@@ -1,0 +1,182 @@
+"""Tool calls, plans and agent switches in Postgres: the state the agent loop resumes from.
+
+Nothing here lives only in memory, so a turn suspended on the IDE or on a human
+picks up from these rows whenever (and wherever) the next message arrives.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from services.common.db import Pool, db_errors
+from services.orchestrator.state.store import QUERIES
+
+
+@dataclass(frozen=True)
+class LedgerCall:
+    """One proposed tool call and where it stands."""
+
+    call_id: str
+    session_id: str
+    agent: str
+    tool_name: str
+    arguments: Any
+    """The validated arguments (a dict), or the model's raw JSON text before validation."""
+    executor: str
+    state: str
+    requires_approval: bool = False
+    reason: str | None = None
+    plan_id: str | None = None
+    step_id: str | None = None
+
+
+@dataclass
+class Plan:
+    """A plan and its steps (``steps``: id, desc, agent, status, estimated_time, result)."""
+
+    plan_id: str
+    session_id: str
+    approval_request_id: str
+    call_id: str
+    planner: str
+    goal: str
+    steps: list[dict[str, Any]]
+    status: str
+    current_step: int = 0
+    created_at: dt.datetime | None = field(default=None, compare=False)
+
+
+def _call(row: asyncpg.Record) -> LedgerCall:
+    return LedgerCall(**dict(row))
+
+
+def _plan(row: asyncpg.Record) -> Plan:
+    return Plan(**dict(row))
+
+
+class Ledger:
+    """SQL for the loop's state."""
+
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
+
+    async def propose(self, call: LedgerCall) -> None:
+        async with db_errors("save tool call", "DB_WRITE_ERROR"):
+            await self.pool.execute(
+                QUERIES["propose_call"],
+                call.call_id,
+                call.session_id,
+                call.agent,
+                call.tool_name,
+                call.arguments,
+                call.executor,
+                call.plan_id,
+                call.step_id,
+            )
+
+    async def next_open(self, session_id: str) -> LedgerCall | None:
+        async with db_errors("read tool calls", "DB_READ_ERROR"):
+            row = await self.pool.fetchrow(QUERIES["next_open_call"], session_id)
+        return _call(row) if row else None
+
+    async def find(self, session_id: str, call_id: str) -> LedgerCall | None:
+        """A call of this session or of one of its delegated children."""
+        async with db_errors("read tool call", "DB_READ_ERROR"):
+            row = await self.pool.fetchrow(QUERIES["find_call_in_tree"], call_id, session_id)
+        return _call(row) if row else None
+
+    async def open_calls(self, session_id: str) -> list[LedgerCall]:
+        async with db_errors("read tool calls", "DB_READ_ERROR"):
+            rows = await self.pool.fetch(QUERIES["open_calls"], session_id)
+        return [_call(r) for r in rows]
+
+    async def get(self, session_id: str, call_id: str) -> LedgerCall | None:
+        async with db_errors("read tool call", "DB_READ_ERROR"):
+            row = await self.pool.fetchrow(QUERIES["get_call"], call_id, session_id)
+        return _call(row) if row else None
+
+    async def set_state(
+        self,
+        call: LedgerCall,
+        state: str,
+        *,
+        arguments: dict[str, Any] | None = None,
+        reason: str | None = None,
+        requires_approval: bool | None = None,
+        result: Any = None,
+    ) -> None:
+        async with db_errors("update tool call", "DB_WRITE_ERROR"):
+            await self.pool.execute(
+                QUERIES["set_call_state"],
+                call.call_id,
+                call.session_id,
+                state,
+                arguments,
+                reason,
+                requires_approval,
+                result,
+            )
+
+    async def reviewed_patches(self, session_id: str) -> list[str]:
+        """The patches kept in the session's latest patch reviews."""
+        async with db_errors("read tool calls", "DB_READ_ERROR"):
+            rows = await self.pool.fetch(QUERIES["reviewed_patches"], session_id)
+        return [r["patch"] for r in rows]
+
+    async def record_switch(
+        self,
+        session_id: str,
+        from_agent: str,
+        to_agent: str,
+        reason: str,
+        confidence: str | None,
+        method: str,
+    ) -> None:
+        async with db_errors("record switch", "DB_WRITE_ERROR"):
+            await self.pool.execute(
+                QUERIES["record_switch"],
+                session_id,
+                from_agent,
+                to_agent,
+                reason,
+                confidence,
+                method,
+            )
+
+    async def create_plan(self, plan: Plan) -> None:
+        async with db_errors("save plan", "DB_WRITE_ERROR"):
+            await self.pool.execute(
+                QUERIES["create_plan"],
+                plan.plan_id,
+                plan.session_id,
+                plan.approval_request_id,
+                plan.call_id,
+                plan.planner,
+                plan.goal,
+                plan.steps,
+            )
+
+    async def plan_by_request(self, session_id: str, request_id: str) -> Plan | None:
+        async with db_errors("read plan", "DB_READ_ERROR"):
+            row = await self.pool.fetchrow(QUERIES["get_plan_by_request"], request_id, session_id)
+        return _plan(row) if row else None
+
+    async def running_plan(self, session_id: str) -> Plan | None:
+        async with db_errors("read plan", "DB_READ_ERROR"):
+            row = await self.pool.fetchrow(QUERIES["running_plan"], session_id)
+        return _plan(row) if row else None
+
+    async def pending_plans(self, session_id: str) -> list[Plan]:
+        async with db_errors("read plans", "DB_READ_ERROR"):
+            rows = await self.pool.fetch(QUERIES["pending_plans"], session_id)
+        return [_plan(r) for r in rows]
+
+    async def save_plan(self, plan: Plan) -> None:
+        async with db_errors("update plan", "DB_WRITE_ERROR"):
+            await self.pool.execute(
+                QUERIES["update_plan"], plan.plan_id, plan.status, plan.steps, plan.current_step
+            )

@@ -1,0 +1,637 @@
+"""The agent loop: model -> tool calls -> IDE / human -> model, driven from persisted state.
+
+``advance`` looks at the session's ledger: an open call is processed or waited on; with
+none open the current agent's model is asked. It returns when the runtime waits for
+someone (``done`` sent) or the task finished. Every step is committed before the next,
+so a message arriving later (or at another process) resumes exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from services.common.errors import ServiceError
+from services.orchestrator import spans
+from services.orchestrator.agents.agent_instance import SCRATCH
+from services.orchestrator.agents.agent_search import AgentDirectory
+from services.orchestrator.agents.templates import ORCHESTRATOR, AgentRegistry, AgentTemplate
+from services.orchestrator.peers.llm import (
+    LlmClient,
+    LlmFailure,
+    ModelFinished,
+    ModelToolCall,
+    ReasoningPiece,
+    TextPiece,
+)
+from services.orchestrator.peers.mesh_clients import HitlClient
+from services.orchestrator.state import events
+from services.orchestrator.state.events import new_id
+from services.orchestrator.state.hub import SessionHub
+from services.orchestrator.state.store import SessionRow, SessionStore, StoredMessage, TurnStart
+from services.orchestrator.turn.arguments import validate_arguments
+from services.orchestrator.turn.compaction import ContextKeeper
+from services.orchestrator.turn.executors.delegation import Delegation
+from services.orchestrator.turn.executors.local_tools import run_local_tool
+from services.orchestrator.turn.executors.system_tools import SystemTools
+from services.orchestrator.turn.file_rules import check_paths
+from services.orchestrator.turn.handover import Handover, read_handover, system_prompt
+from services.orchestrator.turn.ledger import Ledger, LedgerCall
+from services.orchestrator.turn.patch_review import reviewed
+from services.orchestrator.turn.records import Records
+from services.orchestrator.turn.task_limits import TaskLimits
+from services.orchestrator.turn.toolbox import Toolbox, schema_tokens
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+APPROVED_IN_REVIEW = "approved in the IDE's patch review"
+
+
+def _log_unawaited(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("background write failed", extra={"fields": {"err": str(task.exception())}})
+
+
+@dataclass(frozen=True)
+class FirstStep:
+    """A turn's first model call, asked before the turn's writes are committed.
+
+    ``history`` already ends with the user's message; ``ready`` finishes when that
+    message and the agent switch are committed, and no event of the answer is sent
+    before it (the first token costs the larger of the two, not their sum).
+    """
+
+    template: AgentTemplate
+    history: list[StoredMessage]
+    ready: asyncio.Task[None]
+
+
+@dataclass
+class Budget:
+    """Per-turn counters against the template's execution policy."""
+
+    iterations: int = 0
+    tool_calls: int = 0
+    invalid: int = 0
+    tokens: int = 0
+    stop: str | None = None
+    """A stop condition's tool whose call completed: the task ends before the next step."""
+
+
+def turn_budget_spent(template: AgentTemplate, budget: Budget) -> tuple[str, int, int] | None:
+    """(limit, used, max) of the first per-turn budget ``budget`` has spent, before a
+    model call; None while there is room. Tool calls are checked as each is processed."""
+    if budget.iterations >= template.max_iterations:
+        return "max_iterations", budget.iterations, template.max_iterations
+    if template.max_turn_tokens and budget.tokens >= template.max_turn_tokens:
+        return "max_turn_tokens", budget.tokens, template.max_turn_tokens
+    return None
+
+
+def budget_details(limit: str, used: int, most: int) -> dict[str, Any]:
+    """A turn budget's error details: a new turn may start at once (retry_after 0)."""
+    return {"limit": limit, "used": used, "max": most, "scope": "turn", "retry_after": 0}
+
+
+class AgentLoop:
+    """Runs sessions forward; one instance per orchestrator process."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        ledger: Ledger,
+        hub: SessionHub,
+        llm: LlmClient,
+        agents: AgentRegistry,
+        toolbox: Toolbox,
+        hitl: HitlClient,
+    ) -> None:
+        self.store = store
+        self.ledger = ledger
+        self.hub = hub
+        self.llm = llm
+        self.agents = agents
+        self.toolbox = toolbox
+        self.hitl = hitl
+        self.budgets: dict[str, Budget] = {}
+        self._parents: dict[str, tuple[str, str] | None] = {}
+        # Session rows read at a message's start (or first use), kept while it is handled:
+        # the owner is the only writer of what the loop reads from them.
+        self._rows: dict[str, SessionRow] = {}
+        self.starts: dict[str, TurnStart] = {}
+        # The last switch of the message being handled: (from, to, reason).
+        self._switched: dict[str, tuple[str, str, str]] = {}
+        self.histories: dict[str, asyncio.Task[list[StoredMessage]]] = {}
+        # The status of the last `done` per session, for the session state machine.
+        self.last_done: dict[str, str] = {}
+        # Set by the plan runner: called when an agent finishes while a plan runs.
+        self.plans: Any = None
+        self.delegation = Delegation(self)
+        self.records = Records(store.pool)
+        self.system_tools = SystemTools(self)
+        self.context = ContextKeeper(llm, store, self.post)
+        self.limits = TaskLimits(self)
+        # The agent directory (for routing and agent_search); the server gives it toolsearch.
+        self.directory = AgentDirectory(agents)
+
+    @staticmethod
+    def background(work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """Run ``work`` beside the caller, who awaits it later; a failure nobody awaited
+        (the turn was cancelled meanwhile) is logged rather than lost."""
+        task = asyncio.create_task(work)
+        task.add_done_callback(_log_unawaited)
+        return task
+
+    async def emit(self, sid: str, *items: Any) -> None:
+        """Send events to the client of ``sid``: a delegated child's go to its parent's."""
+        audience = await self.audience(sid)
+        for item in items:
+            if item.WhichOneof("event") == "done":
+                self.last_done[audience] = item.done.status
+            await self.hub.emit(audience, item)
+
+    def post(self, audience: str, event: Any) -> None:
+        """Send an event to ``audience`` without waiting for its commit: the next ``emit``
+        (always a ``done`` at the latest) waits for both, in order."""
+        self.hub.post(audience, event)
+
+    async def notify(self, sid: str, event: Any) -> None:
+        """``post`` to the client of ``sid`` (a delegate's parent's): committed with the
+        next ``emit``, which always follows."""
+        self.post(await self.audience(sid), event)
+
+    async def audience(self, sid: str) -> str:
+        if sid not in self._parents:
+            self._parents[sid] = await self.store.parent_of(sid)
+        parent = self._parents[sid]
+        return parent[0] if parent else sid
+
+    def begin(
+        self, sid: str, start: TurnStart, history: asyncio.Task[list[StoredMessage]] | None
+    ) -> None:
+        """A message of ``sid`` is being handled; ``start`` is what its turn read and
+        ``history`` the session's history as it was read beside it (for a user message)."""
+        self._rows[sid] = start.session
+        self._parents[sid] = start.parent
+        self.starts[sid] = start
+        if history is not None:
+            self.histories[sid] = history
+
+    def end(self, sid: str) -> None:
+        """The message is handled: forget what was read for it (delegates' rows too)."""
+        self.starts.pop(sid, None)
+        for key in [k for k in self._switched if k == sid or k.startswith(sid + ".")]:
+            del self._switched[key]
+        history = self.histories.pop(sid, None)
+        if history is not None:
+            history.cancel()
+        for key in [k for k in self._rows if k == sid or k.startswith(sid + ".")]:
+            del self._rows[key]  # a delegate's session id is "<parent>.<call id>"
+
+    def update_session(self, sid: str, **changes: Any) -> None:
+        """Changes this process just wrote to the session's row."""
+        if sid in self._rows:
+            self._rows[sid] = dataclasses.replace(self._rows[sid], **changes)
+
+    async def session(self, sid: str) -> SessionRow:
+        """The session's row: read once per message, then kept up to date here."""
+        row = self._rows.get(sid)
+        if row is None:
+            row = self._rows[sid] = await self.store.get_session(sid)
+        return row
+
+    async def current(self, sid: str) -> AgentTemplate:
+        session = await self.session(sid)
+        name = session.current_agent
+        served = self.agents.has(name) or name in session.agent_versions
+        return await self.template(sid, name if served else self.agents.entry)
+
+    async def template(self, sid: str, name: str) -> AgentTemplate:
+        """The version of ``name`` the session's task runs on (pinned at its first use)."""
+        template, pin = await self.resolve(sid, name)
+        if pin is not None:
+            await pin
+        return template
+
+    async def resolve(
+        self, sid: str, name: str
+    ) -> tuple[AgentTemplate, Coroutine[Any, Any, None] | None]:
+        """``template`` without waiting for the pin's write: (template, the write to await,
+        when this is the agent's first use in the task). An admin's new version reaches the
+        next task; the running one finishes on the version it started with."""
+        session = await self.session(sid)
+        version = session.agent_versions.get(name)
+        if version is not None:
+            return await self.agents.pinned(self.store.pool, name, version), None
+        template = self.agents.get(name)
+        versions = {**session.agent_versions, name: template.version}
+        self._rows[sid] = dataclasses.replace(session, agent_versions=versions)
+        return template, self.store.pin_agent_version(sid, name, template.version)
+
+    async def switch(
+        self,
+        sid: str,
+        to_agent: str,
+        reason: str,
+        confidence: str | None = None,
+        method: str = "",
+    ) -> None:
+        """Make ``to_agent`` current: recorded, then announced."""
+        session = await self.session(sid)
+        if session.current_agent == to_agent:
+            return
+        self.agents.get(to_agent)
+        # Before the first wait: the new agent's first prompt may be built meanwhile.
+        self._switched[sid] = (session.current_agent, to_agent, reason)
+        await self.ledger.record_switch(
+            sid, session.current_agent, to_agent, reason, confidence, method
+        )
+        if sid in self._rows:  # re-read: a pin may have been recorded meanwhile
+            self._rows[sid] = dataclasses.replace(self._rows[sid], current_agent=to_agent)
+        self.post(
+            await self.audience(sid),
+            events.agent_switched(session.current_agent, to_agent, reason, confidence),
+        )
+
+    async def advance(self, sid: str, first: FirstStep | None = None) -> None:
+        """Run the session until it waits for the IDE or a human, or the task ends;
+        ``first``: a new turn's first model call (no call is open then)."""
+        budget = self.budgets.setdefault(sid, Budget())
+        try:
+            while True:
+                if first is None:
+                    call = await self.ledger.next_open(sid)
+                    if call is not None:
+                        if call.state in ("awaiting_approval", "dispatched"):
+                            return
+                        if call.state in ("approved", "edited"):
+                            await self.dispatch(call, call.arguments, reason=call.reason)
+                            return
+                        if await self.process(call, budget):
+                            return
+                        continue
+                    if budget.stop is not None:
+                        await self.limits.stop_condition(sid, budget)
+                        return
+                template = first.template if first else await self.current(sid)
+                spent = turn_budget_spent(template, budget)
+                if spent is not None:
+                    limit, used, most = spent
+                    await self.emit(
+                        sid,
+                        events.error(
+                            "BUDGET_EXCEEDED",
+                            f"{template.name} stopped: this turn's {limit} ({most}) is spent",
+                            budget_details(limit, used, most),
+                        ),
+                        events.done("error"),
+                    )
+                    return
+                budget.iterations += 1
+                answer = await self.model_step(sid, template, first)
+                first = None
+                if answer is None:
+                    continue
+                if self.plans is not None and await self.plans.agent_finished(sid, answer):
+                    continue
+                await self.finish(sid, template, answer)
+                return
+        except ServiceError as failure:
+            if self.plans is not None:
+                await self.plans.fail_running(sid, failure.message)
+            await self.emit(
+                sid,
+                events.error(failure.code, failure.message, failure.details),
+                events.done("error"),
+            )
+
+    async def model_step(
+        self, sid: str, template: AgentTemplate, first: FirstStep | None = None
+    ) -> str | None:
+        """Ask the model; stream its text. Returns the answer, or None when it called tools."""
+        session = await self.session(sid)
+        history = first.history if first else await self.store.context(sid)
+        ready = first.ready if first else None
+        handover = self.background(self.handover(sid, template.name))
+        query = next((m.content for m in reversed(history) if m.role == "user"), "")
+        pinned = SCRATCH.get({}).get("pinned_tools", ())
+        everything = await self.toolbox.offered(template)
+        tools = await self.toolbox.for_step(template, everything, query, sid, tuple(pinned))
+        spent = template.budgets.spent(session.clarifications_used, session.searches_used)
+        if spent:  # seed 003: a spent budget takes its tools out of the prompt
+            tools = [t for t in tools if t.name not in spent]
+        counted = self.background(
+            self.store.add_tool_tokens(sid, schema_tokens(tools), schema_tokens(everything))
+        )
+        message_id = new_id("msg")
+        audience = await self.audience(sid)
+        parts: list[str] = []
+        thoughts: list[str] = []
+        calls: list[ModelToolCall] = []
+
+        def said() -> str:
+            return "".join(parts)
+
+        def answer(**extra: Any) -> StoredMessage:
+            thought = "".join(thoughts) or None
+            return StoredMessage(
+                "assistant", said(), name=template.name, reasoning=thought, **extra
+            )
+
+        system = system_prompt(template, session, await handover)
+        fitted = await self.context.fit(sid, audience, template, system, history, tools)
+        try:
+            for attempt in range(2):
+                try:
+                    async for output in self.llm.complete(
+                        sid,
+                        fitted.prompt(),
+                        tools=tools,
+                        temperature=template.temperature,
+                        max_tokens=template.max_tokens,
+                        model=template.model,
+                        with_reasoning=template.send_reasoning,
+                        upstream_seconds=template.budgets.llm_seconds,
+                    ):
+                        if ready is not None:  # nothing of the answer before the turn's writes
+                            await asyncio.shield(ready)
+                            ready = None
+                        if isinstance(output, TextPiece) and output.text:
+                            parts.append(output.text)
+                            self.hub.token(audience, output.text, template.name, message_id)
+                        elif isinstance(output, ReasoningPiece) and output.text:
+                            thoughts.append(output.text)
+                            self.hub.reasoning(audience, output.text, template.name, message_id)
+                        elif isinstance(output, ModelToolCall):
+                            calls.append(output)
+                        elif isinstance(output, ModelFinished):
+                            self.context.observe(template, fitted, output.prompt_tokens)
+                            if sid in self.budgets:
+                                used = output.prompt_tokens + output.completion_tokens
+                                self.budgets[sid].tokens += used
+                    break
+                except LlmFailure as failure:
+                    # The upstream counted more than the estimate: compact and ask once more.
+                    overflow = failure.code == "LLM_CONTEXT_LENGTH_EXCEEDED"
+                    if attempt or not overflow or parts or thoughts or calls:
+                        raise
+                    fitted = await self.context.fit(
+                        sid, audience, template, system, history, tools, force=True
+                    )
+        except asyncio.CancelledError:
+            if parts:  # what the user saw stays in the history, even while cancelling
+                await asyncio.shield(self.store.add_message(sid, answer()))
+            raise
+        except ServiceError:
+            if parts:
+                await self.store.add_message(sid, answer())
+            raise
+        if ready is not None:
+            await asyncio.shield(ready)
+        await counted
+        if parts:
+            self.post(audience, events.assistant_final(template.name, message_id))
+        if not calls:
+            await self.store.add_message(sid, answer())
+            return said()
+        plan = await self.ledger.running_plan(sid)
+        step_id = plan.steps[plan.current_step]["id"] if plan else None
+        proposed = [(new_id("call"), c) for c in calls]
+        await self.store.add_message(
+            sid,
+            answer(
+                tool_calls=[
+                    {"id": cid, "name": c.name, "arguments": c.arguments_json}
+                    for cid, c in proposed
+                ]
+            ),
+        )
+        for cid, c in proposed:
+            await self.ledger.propose(
+                LedgerCall(
+                    call_id=cid,
+                    session_id=sid,
+                    agent=template.name,
+                    tool_name=c.name,
+                    arguments=c.arguments_json,
+                    executor="",
+                    state="proposed",
+                    plan_id=plan.plan_id if plan else None,
+                    step_id=step_id,
+                )
+            )
+        return None
+
+    async def handover(self, sid: str, agent: str) -> Handover:
+        """What ``agent`` is told of the session it serves; a switch of this message may
+        still be on its way to Postgres: the one in memory is the latest."""
+        handover = await read_handover(self.store.pool, sid, agent)
+        switched = self._switched.get(sid)
+        if switched is not None and switched[1] == agent and switched[0] != agent:
+            handover = dataclasses.replace(handover, previous_agent=switched[0], reason=switched[2])
+        return handover
+
+    @spans.tool_call
+    async def process(self, call: LedgerCall, budget: Budget) -> bool:
+        """Validate and route one proposed call; True when the session now waits."""
+        sid = call.session_id
+        template = await self.template(sid, call.agent)
+        budget.tool_calls += 1
+        if budget.tool_calls > template.max_tool_calls:
+            message = f"this turn's tool call limit ({template.max_tool_calls}) is reached"
+            await self.complete(call, f"Error: {message}", "failed")
+            await self.close_open_calls(sid, "Skipped: the turn was stopped.")
+            details = budget_details("max_tool_calls", budget.tool_calls, template.max_tool_calls)
+            await self.emit(
+                sid,
+                events.error("BUDGET_EXCEEDED", message, details, call_id=call.call_id),
+                events.done("error"),
+            )
+            return True
+        spec = await self.toolbox.spec_for(template, call.tool_name)
+        if spec is None:
+            return await self.refuse(
+                call,
+                budget,
+                "TOOL_VALIDATION_ERROR",
+                f"Tool {call.tool_name} is not allowed for the {template.name} agent",
+            )
+        raw = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
+        check = validate_arguments(call.tool_name, raw, spec.parameters)
+        if not check.ok:
+            return await self.refuse(call, budget, None, check.problem or "invalid arguments")
+        paths = check_paths(
+            call.tool_name, check.arguments, template.file_restrictions, agent_name=template.name
+        )
+        if not paths.ok:
+            return await self.refuse(
+                call,
+                budget,
+                paths.code or "FILE_RESTRICTION_ERROR",
+                paths.message or "path refused",
+            )
+        arguments = paths.normalised
+        if not await self.limits.spend(sid, template, call.tool_name):
+            return await self.refuse(
+                call, budget, "TOOL_VALIDATION_ERROR", template.budgets.refusal(call.tool_name)
+            )
+        if spec.executor == "system":
+            return await self.system_tools.run(call, template, arguments)
+        if spec.executor == "agent":
+            task = "\n\n".join(
+                f"{label}: {arguments[key]}" if label else arguments[key]
+                for key, label in (
+                    ("task", ""),
+                    ("context", "Context"),
+                    ("constraints", "Constraints"),
+                )
+                if arguments.get(key)
+            )
+            return await self.delegation.start(call, template, spec.name, task)
+        if spec.executor == "local":
+            result = run_local_tool(call.tool_name, arguments)
+            await self.complete(call, result.content, "completed" if result.ok else "failed")
+            return False
+        if call.tool_name == "apply_patch" and reviewed(
+            arguments.get("patch", ""), await self.ledger.reviewed_patches(sid)
+        ):
+            await self.dispatch(call, arguments, reason=APPROVED_IN_REVIEW)
+            return True
+        verdict = await self.hitl.evaluate(
+            sid, template.name, call.tool_name, arguments, template.hitl
+        )
+        if verdict.requires_approval:
+            # Approvals belong to the session the IDE sees (a delegate's go to its parent).
+            await self.hitl.create_approval(
+                await self.audience(sid),
+                call.call_id,
+                template.name,
+                call.tool_name,
+                arguments,
+                verdict,
+                call.plan_id,
+                call.step_id,
+                template.budgets.approval_seconds,
+            )
+            await self.ledger.set_state(
+                call,
+                "awaiting_approval",
+                arguments=arguments,
+                reason=verdict.reason,
+                requires_approval=True,
+            )
+            await self.emit(
+                sid,
+                self.tool_call_event(call, arguments, True, verdict.reason),
+                events.call_status(
+                    call.call_id,
+                    "waiting_human",
+                    call.tool_name,
+                    plan_id=call.plan_id,
+                    step_id=call.step_id,
+                ),
+                events.done("awaiting_approval"),
+            )
+            return True
+        await self.dispatch(call, arguments, reason=None)
+        return True
+
+    def tool_call_event(
+        self, call: LedgerCall, arguments: dict[str, Any], approval: bool, reason: str | None
+    ) -> Any:
+        return events.tool_call(
+            call.call_id,
+            call.tool_name,
+            arguments,
+            requires_approval=approval,
+            reason=reason,
+            agent=call.agent,
+            plan_id=call.plan_id,
+            step_id=call.step_id,
+        )
+
+    async def dispatch(
+        self, call: LedgerCall, arguments: dict[str, Any], reason: str | None
+    ) -> None:
+        """Send the call to the IDE and wait for its tool_result."""
+        await self.ledger.set_state(call, "dispatched", arguments=arguments)
+        await self.emit(
+            call.session_id,
+            self.tool_call_event(call, arguments, False, reason),
+            events.done("awaiting_tool_result"),
+        )
+
+    async def complete(
+        self,
+        call: LedgerCall,
+        content: str,
+        state: str = "completed",
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        """Record the call's outcome as the tool message the model will read (``extra``:
+        more of the outcome for the runtime itself, kept beside the content)."""
+        await self.store.add_message(
+            call.session_id,
+            StoredMessage("tool", content, name=call.tool_name, tool_call_id=call.call_id),
+        )
+        await self.ledger.set_state(call, state, result={"content": content, **(extra or {})})
+        if state == "completed" and call.tool_name in await self.limits.stop_tools(call):
+            self.budgets.setdefault(call.session_id, Budget()).stop = call.tool_name
+        await self.records.note(call, state)
+
+    async def refuse(
+        self,
+        call: LedgerCall,
+        budget: Budget,
+        code: str | None,
+        message: str,
+    ) -> bool:
+        """The call never reaches the IDE; the model is told why and may correct itself."""
+        await self.complete(call, f"Error: {message}", "failed")
+        if code:
+            await self.emit(
+                call.session_id,
+                events.error(
+                    code,
+                    message,
+                    {"tool": call.tool_name, "agent": call.agent},
+                    call_id=call.call_id,
+                ),
+            )
+        budget.invalid += 1
+        template = await self.template(call.session_id, call.agent)
+        if budget.invalid > template.max_invalid_arguments:
+            await self.close_open_calls(call.session_id, "Skipped: the turn was stopped.")
+            await self.emit(
+                call.session_id,
+                events.error(
+                    code or "TOOL_VALIDATION_ERROR",
+                    f"{template.name} stopped: too many refused tool calls",
+                ),
+                events.done("error"),
+            )
+            return True
+        return False
+
+    async def finish(self, sid: str, template: AgentTemplate, answer: str = "") -> None:
+        """The task is done: control returns to the orchestrator (or to the delegator)."""
+        if await self.audience(sid) != sid:
+            await self.delegation.finished(sid, answer)
+            return
+        if self.agents.multi_agent_mode and template.name != ORCHESTRATOR:
+            await self.switch(sid, ORCHESTRATOR, "task completed", method="completion")
+        await self.emit(sid, events.done("completed"))
+
+    async def close_open_calls(self, sid: str, content: str, state: str = "cancelled") -> int:
+        """Give every open call a result so the history stays valid for the LLM API."""
+        for child in await self.store.children_of(sid):
+            await self.close_open_calls(child, content, state)
+        calls = await self.ledger.open_calls(sid)
+        for call in calls:
+            await self.complete(call, content, state)
+        return len(calls)

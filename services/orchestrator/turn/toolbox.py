@@ -1,0 +1,230 @@
+"""The tools an agent is offered: its template's set resolved against the catalog.
+
+The catalog belongs to toolsearch; the orchestrator keeps a copy per process and
+refreshes it when it meets a tool it does not know. ``switch_agent`` is a runtime
+capability, offered only to templates that may hand over, with their targets as enum.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from services.orchestrator.agents.templates import ALL_TOOLS, AgentTemplate
+from services.orchestrator.turn.tokens import MESSAGE_OVERHEAD, fixed_text_tokens
+
+SWITCH_AGENT = "switch_agent"
+TOOL_SEARCH = "tool_search"
+AGENT_SEARCH = "agent_search"
+AGENT_TOOL_PREFIX = "agent."
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as the model and the validator see it."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    executor: str
+    """ide | system | local"""
+    timeout_seconds: int = 0
+    """Seconds the IDE may take to answer (0: the runtime's default)."""
+
+    def as_function(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    @functools.cached_property
+    def parameters_json(self) -> str:
+        """The schema as sent to the model (encoded once per spec, not per model call)."""
+        return json.dumps(self.parameters)
+
+    @functools.cached_property
+    def prompt_tokens(self) -> int:
+        """Estimated tokens of the definition in a prompt (counted once per spec)."""
+        # The wrapper ({"type": "function", "function": ...}) costs about two overheads.
+        return 2 * MESSAGE_OVERHEAD + fixed_text_tokens(json.dumps(self.as_function()))
+
+    @functools.cached_property
+    def schema_chars(self) -> int:
+        """Length of the function definition as JSON, for ``schema_tokens``."""
+        return len(json.dumps(self.as_function()))
+
+
+def switch_agent_spec(targets: Sequence[str]) -> ToolSpec:
+    return ToolSpec(
+        name=SWITCH_AGENT,
+        description="Hand the task over to another agent when it is better suited "
+        "(for example debug -> coder to implement a fix).",
+        parameters={
+            "type": "object",
+            "properties": {
+                "agent_type": {"type": "string", "enum": list(targets)},
+                "reason": {"type": "string"},
+            },
+            "required": ["agent_type", "reason"],
+            "additionalProperties": False,
+        },
+        executor="system",
+    )
+
+
+def agent_tool_spec(template: AgentTemplate) -> ToolSpec:
+    """``agent.<name>``: hand a task to that agent in a child session, get its answer back."""
+    return ToolSpec(
+        name=AGENT_TOOL_PREFIX + template.name,
+        description=f"Delegate a self-contained task to the {template.name} agent "
+        f"({template.description}); its final answer comes back as this tool's result.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "task": {"type": "string", "minLength": 1},
+                "context": {"type": "string"},
+                "constraints": {"type": "string"},
+            },
+            "required": ["task"],
+            "additionalProperties": False,
+        },
+        executor="agent",
+    )
+
+
+def _search_spec(name: str, description: str) -> ToolSpec:
+    """A system tool that takes a query and how many results to return."""
+    return ToolSpec(
+        name=name,
+        description=description,
+        parameters={
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "minLength": 1},
+                "top_k": {"type": "integer", "minimum": 1, "maximum": 10},
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+        executor="system",
+    )
+
+
+def tool_search_spec() -> ToolSpec:
+    """The meta tool of retrieval mode: find more tools for the next steps."""
+    return _search_spec(
+        TOOL_SEARCH,
+        "Search the tool catalog when none of the offered tools fits; the tools "
+        "found are offered from the next step on.",
+    )
+
+
+def agent_search_spec() -> ToolSpec:
+    """The agent directory for agents that delegate: which agent suits a sub-task."""
+    return _search_spec(
+        AGENT_SEARCH,
+        "Search the agent directory for the agents best suited to a task; "
+        "delegate to one with its agent.<name> tool.",
+    )
+
+
+def schema_tokens(tools: Sequence[ToolSpec]) -> int:
+    """Roughly what the tools' schemas cost in the prompt (4 characters a token)."""
+    return sum(t.schema_chars for t in tools) // 4
+
+
+CatalogLoader = Callable[[], Awaitable[list[ToolSpec]]]
+# (query, allowed names, required names, max_tools, session_id, template) -> ranked names
+Search = Callable[[str, Sequence[str], Sequence[str], int, str, str], Awaitable[list[str]]]
+Templates = Callable[[], Sequence[AgentTemplate]]
+
+
+class Toolbox:
+    """Resolves templates to tool specs over a cached catalog."""
+
+    def __init__(
+        self, load: CatalogLoader, templates: Templates = lambda: (), search: Search | None = None
+    ) -> None:
+        self._load = load
+        self._templates = templates
+        self.search = search
+        self._catalog: dict[str, ToolSpec] = {}
+
+    async def refresh(self) -> None:
+        self._catalog = {tool.name: tool for tool in await self._load()}
+
+    async def catalog(self) -> dict[str, ToolSpec]:
+        if not self._catalog:
+            await self.refresh()
+        return self._catalog
+
+    async def offered(self, template: AgentTemplate) -> list[ToolSpec]:
+        """Exactly the tools this template may call, in a stable order."""
+        catalog = await self.catalog()
+        if ALL_TOOLS in template.allowed_tools:
+            tools = sorted(catalog.values(), key=lambda t: t.name)
+        else:
+            missing = [n for n in template.allowed_tools if n not in catalog]
+            if missing:
+                await self.refresh()
+                catalog = self._catalog
+            tools = [catalog[n] for n in template.allowed_tools if n in catalog]
+        if template.tool_policy.mode == "retrieval":
+            tools.append(tool_search_spec())
+        if template.handoff:
+            tools.append(switch_agent_spec(template.handoff))
+        delegates = {
+            n[len(AGENT_TOOL_PREFIX) :]
+            for n in template.allowed_tools
+            if n.startswith(AGENT_TOOL_PREFIX)
+        }
+        tools.extend(
+            agent_tool_spec(t)
+            for t in self._templates()
+            if t.name != template.name and (t.name in delegates or "*" in delegates)
+        )
+        if delegates:  # an agent that may delegate may look the agents up
+            tools.append(agent_search_spec())
+        return tools
+
+    async def for_step(
+        self,
+        template: AgentTemplate,
+        everything: Sequence[ToolSpec],
+        query: str,
+        session_id: str,
+        pinned: Sequence[str] = (),
+    ) -> list[ToolSpec]:
+        """What this model call is offered out of ``everything`` (the template's ``offered``):
+        all of it (static mode), or what tool search finds for ``query`` plus required,
+        pinned and runtime tools (retrieval)."""
+        if template.tool_policy.mode != "retrieval" or not query or self.search is None:
+            return list(everything)
+        runtime = {TOOL_SEARCH, SWITCH_AGENT, AGENT_SEARCH}
+        searchable = [
+            t.name
+            for t in everything
+            if t.name not in runtime and not t.name.startswith(AGENT_TOOL_PREFIX)
+        ]
+        found = await self.search(
+            query,
+            searchable,
+            template.tool_policy.required,
+            template.tool_policy.max_tools,
+            session_id,
+            template.name,
+        )
+        chosen = {*found, *pinned, *runtime}
+        return [t for t in everything if t.name in chosen or t.name.startswith(AGENT_TOOL_PREFIX)]
+
+    async def spec_for(self, template: AgentTemplate, name: str) -> ToolSpec | None:
+        """The spec when ``template`` may call ``name``; None when it may not."""
+        for tool in await self.offered(template):
+            if tool.name == name:
+                return tool
+        return None
+
+
+def catalog_from_json(rows: Sequence[tuple[str, str, str, str, int]]) -> list[ToolSpec]:
+    """(name, description, parameters_json, executor, timeout_seconds) rows -> specs."""
+    return [ToolSpec(n, d, json.loads(p or "{}"), e, t) for n, d, p, e, t in rows]
