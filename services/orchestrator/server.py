@@ -54,7 +54,6 @@ from services.orchestrator.transport.servicer import (
     AgentRuntimeServicer,
     add_runtime_servicer,
 )
-from services.orchestrator.turn.executors.plans import PlanRunner
 from services.orchestrator.turn.ledger import Ledger
 from services.orchestrator.turn.loop import AgentLoop
 from services.orchestrator.turn.toolbox import Toolbox
@@ -99,9 +98,9 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         agents,
         Toolbox(lambda: load_catalog(toolsearch), agents.all, tool_searcher(toolsearch)),
         hitl,
+        AgentDirectory(agents, directory_searcher(toolsearch)),
     )
-    loop.directory = AgentDirectory(agents, directory_searcher(toolsearch))
-    inputs = Inputs(loop, PlanRunner(loop))
+    inputs = Inputs(loop, loop.plans)
     instances = InstancePool(
         pool, agents, clients={"llm": llm, "hitl": hitl, "toolbox": loop.toolbox}
     )

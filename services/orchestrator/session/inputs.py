@@ -7,6 +7,7 @@ the agent loop, so an SSE client always sees its stream close.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 import logging
@@ -332,7 +333,9 @@ class Inputs:
         state = "edited" if decided.decision == "edit" else "approved"
         await loop.ledger.set_state(call, state, arguments=decided.arguments)
         reason = "approved by the user" if state == "approved" else "edited by the user"
-        await loop.dispatch(call, decided.arguments, reason)
+        cleared = dataclasses.replace(call, arguments=decided.arguments, reason=reason)
+        if not await loop.run_approved(cleared):
+            await loop.advance(call.session_id)  # it ran in the runtime: the loop goes on
 
     async def edited_problem(
         self, call: LedgerCall, arguments: dict[str, object]

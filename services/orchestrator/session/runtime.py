@@ -33,6 +33,7 @@ from services.orchestrator.state import events
 from services.orchestrator.state.hub import SessionHub, Subscription
 from services.orchestrator.state.session_states import TERMINAL, SessionState, sources_of
 from services.orchestrator.state.store import SessionStore
+from services.orchestrator.turn.executors.ide import tool_call_event
 
 log = logging.getLogger(__name__)
 
@@ -429,7 +430,7 @@ class Runtime:
         said it waits, and an IDE that kept the call must not read this as a new turn."""
         calls = await self.inputs.loop.ledger.open_calls(session_id)
         sent = [
-            self.inputs.loop.tool_call_event(call, call.arguments, False, call.reason)
+            tool_call_event(call, call.arguments, False, call.reason)
             for call in calls
             if call.state == "dispatched" and isinstance(call.arguments, dict)
         ]

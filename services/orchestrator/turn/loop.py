@@ -34,22 +34,24 @@ from services.orchestrator.state import events
 from services.orchestrator.state.events import new_id
 from services.orchestrator.state.hub import SessionHub
 from services.orchestrator.state.store import SessionRow, SessionStore, StoredMessage, TurnStart
+from services.orchestrator.turn.approvals import ApprovalGate
 from services.orchestrator.turn.arguments import validate_arguments
 from services.orchestrator.turn.compaction import ContextKeeper
 from services.orchestrator.turn.executors.delegation import Delegation
-from services.orchestrator.turn.executors.local_tools import run_local_tool
+from services.orchestrator.turn.executors.ide import IdeTools
+from services.orchestrator.turn.executors.local import LocalTools
+from services.orchestrator.turn.executors.plans import PlanRunner
 from services.orchestrator.turn.executors.system_tools import SystemTools
 from services.orchestrator.turn.file_rules import check_paths
 from services.orchestrator.turn.handover import Handover, read_handover, system_prompt
 from services.orchestrator.turn.ledger import Ledger, LedgerCall
-from services.orchestrator.turn.patch_review import reviewed
+from services.orchestrator.turn.port import Executor
 from services.orchestrator.turn.records import Records
-from services.orchestrator.turn.task_limits import TaskLimits
+from services.orchestrator.turn.task_limits import stop_answer, task_charge
 from services.orchestrator.turn.toolbox import Toolbox, schema_tokens
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-APPROVED_IN_REVIEW = "approved in the IDE's patch review"
 
 
 def _log_unawaited(task: asyncio.Task[Any]) -> None:
@@ -110,6 +112,7 @@ class AgentLoop:
         agents: AgentRegistry,
         toolbox: Toolbox,
         hitl: HitlClient,
+        directory: AgentDirectory | None = None,
     ) -> None:
         self.store = store
         self.ledger = ledger
@@ -129,15 +132,25 @@ class AgentLoop:
         self.histories: dict[str, asyncio.Task[list[StoredMessage]]] = {}
         # The status of the last `done` per session, for the session state machine.
         self.last_done: dict[str, str] = {}
-        # Set by the plan runner: called when an agent finishes while a plan runs.
-        self.plans: Any = None
-        self.delegation = Delegation(self)
         self.records = Records(store.pool)
-        self.system_tools = SystemTools(self)
         self.context = ContextKeeper(llm, store, self.post)
-        self.limits = TaskLimits(self)
         # The agent directory (for routing and agent_search); the server gives it toolsearch.
-        self.directory = AgentDirectory(agents)
+        self.directory = directory or AgentDirectory(agents)
+        # The executors see this loop through its port (``TurnPort``) only.
+        self.approvals = ApprovalGate(self, ledger, hitl)
+        self.plans = PlanRunner(self, ledger, store, hitl, agents)
+        self.delegation = Delegation(self, store, ledger)
+        self.executors: dict[str, Executor] = {
+            "ide": IdeTools(self, ledger),
+            "local": LocalTools(self),
+            "system": SystemTools(self, toolbox, agents, self.directory),
+            "agent": self.delegation,
+            "plan": self.plans,
+        }
+
+    def register(self, name: str, executor: Executor) -> None:
+        """Run the calls of tools whose catalog ``executor`` is ``name`` with ``executor``."""
+        self.executors[name] = executor
 
     @staticmethod
     def background(work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
@@ -270,14 +283,18 @@ class AgentLoop:
                         if call.state in ("awaiting_approval", "dispatched"):
                             return
                         if call.state in ("approved", "edited"):
-                            await self.dispatch(call, call.arguments, reason=call.reason)
-                            return
+                            if await self.run_approved(call):
+                                return
+                            continue
                         if await self.process(call, budget):
                             return
                         continue
                     if budget.stop is not None:
-                        await self.limits.stop_condition(sid, budget)
-                        return
+                        # A stop condition held: the task ends as if the agent had answered.
+                        stopped, budget.stop = stop_answer(budget.stop), None
+                        if await self.finish(sid, await self.current(sid), stopped):
+                            return
+                        continue
                 template = first.template if first else await self.current(sid)
                 spent = turn_budget_spent(template, budget)
                 if spent is not None:
@@ -297,13 +314,10 @@ class AgentLoop:
                 first = None
                 if answer is None:
                     continue
-                if self.plans is not None and await self.plans.agent_finished(sid, answer):
-                    continue
-                await self.finish(sid, template, answer)
-                return
+                if await self.finish(sid, template, answer):
+                    return
         except ServiceError as failure:
-            if self.plans is not None:
-                await self.plans.fail_running(sid, failure.message)
+            await self.plans.fail_running(sid, failure.message)
             await self.emit(
                 sid,
                 events.error(failure.code, failure.message, failure.details),
@@ -454,7 +468,8 @@ class AgentLoop:
             )
             return True
         spec = await self.toolbox.spec_for(template, call.tool_name)
-        if spec is None:
+        executor = self.executors.get(spec.executor) if spec is not None else None
+        if spec is None or executor is None:
             return await self.refuse(
                 call,
                 budget,
@@ -476,95 +491,46 @@ class AgentLoop:
                 paths.message or "path refused",
             )
         arguments = paths.normalised
-        if not await self.limits.spend(sid, template, call.tool_name):
+        if not await self.charge(sid, template, call.tool_name):
             return await self.refuse(
                 call, budget, "TOOL_VALIDATION_ERROR", template.budgets.refusal(call.tool_name)
             )
-        if spec.executor == "system":
-            return await self.system_tools.run(call, template, arguments)
-        if spec.executor == "agent":
-            task = "\n\n".join(
-                f"{label}: {arguments[key]}" if label else arguments[key]
-                for key, label in (
-                    ("task", ""),
-                    ("context", "Context"),
-                    ("constraints", "Constraints"),
-                )
-                if arguments.get(key)
-            )
-            return await self.delegation.start(call, template, spec.name, task)
-        if spec.executor == "local":
-            result = run_local_tool(call.tool_name, arguments)
-            await self.complete(call, result.content, "completed" if result.ok else "failed")
+        if executor.gated:
+            cleared = await self.approvals.hold(call, template, arguments, await self.audience(sid))
+            if cleared is None:
+                return True  # waits for a human
+            call = cleared
+        return await executor.run(call, template, arguments)
+
+    async def run_approved(self, call: LedgerCall) -> bool:
+        """Run a call a human approved (or edited); True when the session now waits."""
+        template = await self.template(call.session_id, call.agent)
+        spec = await self.toolbox.spec_for(template, call.tool_name)
+        executor = self.executors.get(spec.executor) if spec is not None else None
+        return await (executor or self.executors["ide"]).run(call, template, call.arguments)
+
+    async def charge(self, sid: str, template: AgentTemplate, tool: str) -> bool:
+        """Count a clarification or a search against the task's budget; False when spent."""
+        session = await self.session(sid)
+        charge = task_charge(session, template, tool)
+        if charge is None:
             return False
-        if call.tool_name == "apply_patch" and reviewed(
-            arguments.get("patch", ""), await self.ledger.reviewed_patches(sid)
-        ):
-            await self.dispatch(call, arguments, reason=APPROVED_IN_REVIEW)
-            return True
-        verdict = await self.hitl.evaluate(
-            sid, template.name, call.tool_name, arguments, template.hitl
-        )
-        if verdict.requires_approval:
-            # Approvals belong to the session the IDE sees (a delegate's go to its parent).
-            await self.hitl.create_approval(
-                await self.audience(sid),
-                call.call_id,
-                template.name,
-                call.tool_name,
-                arguments,
-                verdict,
-                call.plan_id,
-                call.step_id,
-                template.budgets.approval_seconds,
-            )
-            await self.ledger.set_state(
-                call,
-                "awaiting_approval",
-                arguments=arguments,
-                reason=verdict.reason,
-                requires_approval=True,
-            )
-            await self.emit(
+        asks, searches = charge
+        if asks or searches:
+            self.update_session(
                 sid,
-                self.tool_call_event(call, arguments, True, verdict.reason),
-                events.call_status(
-                    call.call_id,
-                    "waiting_human",
-                    call.tool_name,
-                    plan_id=call.plan_id,
-                    step_id=call.step_id,
-                ),
-                events.done("awaiting_approval"),
+                clarifications_used=session.clarifications_used + asks,
+                searches_used=session.searches_used + searches,
             )
-            return True
-        await self.dispatch(call, arguments, reason=None)
+            await self.store.spend_budget(sid, asks, searches)
         return True
 
-    def tool_call_event(
-        self, call: LedgerCall, arguments: dict[str, Any], approval: bool, reason: str | None
-    ) -> Any:
-        return events.tool_call(
-            call.call_id,
-            call.tool_name,
-            arguments,
-            requires_approval=approval,
-            reason=reason,
-            agent=call.agent,
-            plan_id=call.plan_id,
-            step_id=call.step_id,
-        )
-
-    async def dispatch(
-        self, call: LedgerCall, arguments: dict[str, Any], reason: str | None
-    ) -> None:
-        """Send the call to the IDE and wait for its tool_result."""
-        await self.ledger.set_state(call, "dispatched", arguments=arguments)
-        await self.emit(
-            call.session_id,
-            self.tool_call_event(call, arguments, False, reason),
-            events.done("awaiting_tool_result"),
-        )
+    async def stop_tools(self, call: LedgerCall) -> frozenset[str]:
+        """The tools whose completed call ends the task of ``call``'s agent."""
+        session = await self.session(call.session_id)
+        if not (self.agents.has(call.agent) or call.agent in session.agent_versions):
+            return frozenset()
+        return (await self.template(call.session_id, call.agent)).budgets.stop_tools
 
     async def complete(
         self,
@@ -580,7 +546,7 @@ class AgentLoop:
             StoredMessage("tool", content, name=call.tool_name, tool_call_id=call.call_id),
         )
         await self.ledger.set_state(call, state, result={"content": content, **(extra or {})})
-        if state == "completed" and call.tool_name in await self.limits.stop_tools(call):
+        if state == "completed" and call.tool_name in await self.stop_tools(call):
             self.budgets.setdefault(call.session_id, Budget()).stop = call.tool_name
         await self.records.note(call, state)
 
@@ -618,14 +584,18 @@ class AgentLoop:
             return True
         return False
 
-    async def finish(self, sid: str, template: AgentTemplate, answer: str = "") -> None:
-        """The task is done: control returns to the orchestrator (or to the delegator)."""
+    async def finish(self, sid: str, template: AgentTemplate, answer: str = "") -> bool:
+        """The agent's task is done: a running plan goes to its next step (False: the loop
+        runs on), else control returns to the orchestrator or to the delegator (True)."""
+        if await self.plans.agent_finished(sid, answer):
+            return False
         if await self.audience(sid) != sid:
             await self.delegation.finished(sid, answer)
-            return
+            return True
         if self.agents.multi_agent_mode and template.name != ORCHESTRATOR:
             await self.switch(sid, ORCHESTRATOR, "task completed", method="completion")
         await self.emit(sid, events.done("completed"))
+        return True
 
     async def close_open_calls(self, sid: str, content: str, state: str = "cancelled") -> int:
         """Give every open call a result so the history stays valid for the LLM API."""

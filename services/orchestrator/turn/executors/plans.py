@@ -12,12 +12,13 @@ import re
 from typing import Any
 
 from codelab.v1 import common_pb2 as pb
-from services.orchestrator.agents.templates import AgentTemplate
+from services.orchestrator.agents.templates import AgentRegistry, AgentTemplate
+from services.orchestrator.peers.mesh_clients import HitlClient
 from services.orchestrator.state import events
 from services.orchestrator.state.events import new_id
-from services.orchestrator.state.store import StoredMessage
-from services.orchestrator.turn.ledger import LedgerCall, Plan
-from services.orchestrator.turn.loop import AgentLoop
+from services.orchestrator.state.store import SessionStore, StoredMessage
+from services.orchestrator.turn.ledger import Ledger, LedgerCall, Plan
+from services.orchestrator.turn.port import TurnPort
 
 _MINUTES = re.compile(r"(\d+)\s*(?:min|мин)")
 
@@ -32,21 +33,33 @@ def estimate(steps: list[dict[str, Any]]) -> str:
 
 
 class PlanRunner:
-    """Plan proposal, decisions and step execution over the agent loop."""
+    """The ``plan`` executor (create_plan proposes a plan), the human's decisions on it and
+    the steps' execution, over the loop's port."""
 
-    def __init__(self, loop: AgentLoop) -> None:
-        self.loop = loop
-        loop.plans = self
+    gated = False
 
-    async def propose(
+    def __init__(
+        self,
+        port: TurnPort,
+        ledger: Ledger,
+        store: SessionStore,
+        hitl: HitlClient,
+        agents: AgentRegistry,
+    ) -> None:
+        self.port = port
+        self.ledger = ledger
+        self.store = store
+        self.hitl = hitl
+        self.agents = agents
+
+    async def run(
         self, call: LedgerCall, template: AgentTemplate, arguments: dict[str, Any]
     ) -> bool:
+        """create_plan: the plan waits for the human's decision."""
         sid = call.session_id
-        unknown = [
-            s["agent"] for s in arguments["subtasks"] if not self.loop.agents.has(s["agent"])
-        ]
+        unknown = [s["agent"] for s in arguments["subtasks"] if not self.agents.has(s["agent"])]
         if unknown:
-            await self.loop.complete(
+            await self.port.complete(
                 call, f"Error: unknown agents in the plan: {unknown}", "failed"
             )
             return False
@@ -70,15 +83,15 @@ class PlanRunner:
             steps=steps,
             status="awaiting_approval",
         )
-        await self.loop.ledger.create_plan(plan)
-        await self.loop.ledger.set_state(
+        await self.ledger.create_plan(plan)
+        await self.ledger.set_state(
             call,
             "awaiting_approval",
             arguments=arguments,
             reason="plan approval",
             requires_approval=True,
         )
-        await self.loop.emit(
+        await self.port.emit(
             sid,
             events.plan_approval_required(
                 plan.plan_id, plan.approval_request_id, plan.goal, len(steps), estimate(steps)
@@ -89,10 +102,10 @@ class PlanRunner:
         return True
 
     async def decide(self, sid: str, user_id: str, decision: pb.PlanDecision) -> None:
-        loop = self.loop
-        plan = await loop.ledger.plan_by_request(sid, decision.approval_request_id)
+        port = self.port
+        plan = await self.ledger.plan_by_request(sid, decision.approval_request_id)
         if plan is None:
-            await loop.emit(
+            await port.emit(
                 sid,
                 events.error(
                     "PENDING_APPROVAL_NOT_FOUND", f"no plan approval {decision.approval_request_id}"
@@ -106,14 +119,14 @@ class PlanRunner:
             pb.DECISION_MODIFY: "modify",
         }.get(decision.decision)
         if plan.status != "awaiting_approval" or name is None:
-            await loop.emit(
+            await port.emit(
                 sid,
                 events.error("INVALID_DECISION", f"plan {plan.plan_id} is {plan.status}"),
                 events.done("error"),
             )
             return
         feedback = decision.feedback if decision.HasField("feedback") else None
-        await loop.hitl.audit(
+        await self.hitl.audit(
             sid,
             "plan_decision",
             f"plan_{name}",
@@ -122,51 +135,51 @@ class PlanRunner:
             feedback=feedback,
             details={"plan_id": plan.plan_id, "goal": plan.goal},
         )
-        call = await loop.ledger.get(sid, plan.call_id)
+        call = await self.ledger.get(sid, plan.call_id)
         assert call is not None  # created with the plan
         if name == "approve":
             plan.status = "running"
-            await loop.complete(call, "The user approved the plan; it runs step by step now.")
+            await port.complete(call, "The user approved the plan; it runs step by step now.")
             await self.start_step(plan, 0)
-            await loop.advance(sid)
+            await port.advance(sid)
         elif name == "reject":
             plan.status = "rejected"
-            await loop.ledger.save_plan(plan)
+            await self.ledger.save_plan(plan)
             note = f" Feedback: {feedback}" if feedback else ""
-            await loop.complete(call, "The user rejected the plan." + note, "rejected")
-            await loop.emit(
+            await port.complete(call, "The user rejected the plan." + note, "rejected")
+            await port.emit(
                 sid, events.plan_rejected(plan.plan_id, plan.approval_request_id, feedback)
             )
-            await loop.finish(sid, await loop.template(sid, plan.planner))
+            await port.finish(sid, await port.template(sid, plan.planner))
         else:
             plan.status = "modified"
-            await loop.ledger.save_plan(plan)
-            await loop.complete(
+            await self.ledger.save_plan(plan)
+            await port.complete(
                 call,
                 f"The user asked to change the plan: {feedback or ''}. "
                 "Propose a revised plan with create_plan.",
                 "rejected",
             )
-            await loop.switch(sid, plan.planner, "plan modification requested", method="plan")
-            await loop.notify(
+            await port.switch(sid, plan.planner, "plan modification requested", method="plan")
+            await port.notify(
                 sid,
                 events.plan_modification_requested(
                     plan.plan_id, plan.approval_request_id, plan.planner, feedback
                 ),
             )
-            await loop.advance(sid)
+            await port.advance(sid)
 
     async def start_step(self, plan: Plan, index: int) -> None:
-        loop, sid = self.loop, plan.session_id
+        port, sid = self.port, plan.session_id
         plan.current_step = index
         step = plan.steps[index]
         step["status"] = "running"
-        await loop.ledger.save_plan(plan)
-        await loop.switch(sid, step["agent"], f"plan step {step['id']}", method="plan")
-        await loop.emit(
+        await self.ledger.save_plan(plan)
+        await port.switch(sid, step["agent"], f"plan step {step['id']}", method="plan")
+        await port.emit(
             sid, events.plan_update(plan.plan_id, plan.steps, step["id"]), self.chain(plan)
         )
-        await loop.store.add_message(
+        await self.store.add_message(
             sid,
             StoredMessage(
                 "user",
@@ -185,19 +198,19 @@ class PlanRunner:
 
     async def agent_finished(self, sid: str, answer: str) -> bool:
         """A step's agent answered: record it and start the next step. False: no plan runs."""
-        loop = self.loop
-        plan = await loop.ledger.running_plan(sid)
+        port = self.port
+        plan = await self.ledger.running_plan(sid)
         if plan is None:
             return False
         step = plan.steps[plan.current_step]
         step["status"], step["result"] = "done", answer[:500]
-        await loop.emit(sid, events.plan_progress(plan.plan_id, step["id"], answer[:500], "done"))
+        await port.emit(sid, events.plan_progress(plan.plan_id, step["id"], answer[:500], "done"))
         if plan.current_step + 1 < len(plan.steps):
             await self.start_step(plan, plan.current_step + 1)
             return True
         plan.status = "completed"
-        await loop.ledger.save_plan(plan)
-        await loop.emit(
+        await self.ledger.save_plan(plan)
+        await port.emit(
             sid,
             events.plan_update(plan.plan_id, plan.steps, step["id"]),
             self.chain(plan),
@@ -217,13 +230,13 @@ class PlanRunner:
         )
 
     async def fail_running(self, sid: str, reason: str) -> None:
-        plan = await self.loop.ledger.running_plan(sid)
+        plan = await self.ledger.running_plan(sid)
         if plan is None:
             return
         step = plan.steps[plan.current_step]
         step["status"], plan.status = "error", "failed"
-        await self.loop.ledger.save_plan(plan)
-        await self.loop.emit(
+        await self.ledger.save_plan(plan)
+        await self.port.emit(
             sid,
             events.plan_progress(plan.plan_id, step["id"], reason, "error"),
             events.plan_update(plan.plan_id, plan.steps, step["id"]),
@@ -231,7 +244,7 @@ class PlanRunner:
         )
 
     async def cancel_running(self, sid: str) -> None:
-        plan = await self.loop.ledger.running_plan(sid)
+        plan = await self.ledger.running_plan(sid)
         if plan is not None:
             plan.status = "cancelled"
-            await self.loop.ledger.save_plan(plan)
+            await self.ledger.save_plan(plan)

@@ -1,35 +1,46 @@
-"""The runtime's own tools: hand-over, plans, completion, follow-up questions, tool search.
+"""The runtime's own tools: hand-over, completion, follow-up questions, tool and agent search.
 
 They never reach the IDE; each ends in a tool message the model reads (and, for some,
-in events the IDE sees: an answer, a question, a plan to approve).
+in events the IDE sees: an answer, a question).
 """
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from services.orchestrator.agents.agent_instance import SCRATCH
-from services.orchestrator.agents.templates import AgentTemplate
+from services.orchestrator.agents.agent_search import AgentDirectory
+from services.orchestrator.agents.templates import AgentRegistry, AgentTemplate
 from services.orchestrator.state import events
 from services.orchestrator.state.events import new_id
 from services.orchestrator.turn.ledger import LedgerCall
+from services.orchestrator.turn.port import TurnPort
 from services.orchestrator.turn.toolbox import (
     AGENT_SEARCH,
     AGENT_TOOL_PREFIX,
     SWITCH_AGENT,
     TOOL_SEARCH,
+    Toolbox,
 )
-
-if TYPE_CHECKING:
-    from services.orchestrator.turn.loop import AgentLoop
 
 
 class SystemTools:
     """Runs the system tools of a call the loop has validated."""
 
-    def __init__(self, loop: AgentLoop) -> None:
-        self.loop = loop
+    gated = False
+
+    def __init__(
+        self,
+        port: TurnPort,
+        toolbox: Toolbox,
+        agents: AgentRegistry,
+        directory: AgentDirectory,
+    ) -> None:
+        self.port = port
+        self.toolbox = toolbox
+        self.agents = agents
+        self.directory = directory
 
     async def run(
         self, call: LedgerCall, template: AgentTemplate, arguments: dict[str, Any]
@@ -37,42 +48,36 @@ class SystemTools:
         sid = call.session_id
         if call.tool_name == SWITCH_AGENT:
             target = arguments["agent_type"]
-            await self.loop.complete(
+            await self.port.complete(
                 call, f"Switched to the {target} agent, which continues the task."
             )
-            await self.loop.switch(sid, target, arguments.get("reason", ""), method="handoff")
+            await self.port.switch(sid, target, arguments.get("reason", ""), method="handoff")
             return False
         if call.tool_name == TOOL_SEARCH:
             return await self.tool_search(call, template, arguments)
         if call.tool_name == AGENT_SEARCH:
             return await self.agent_search(call, template, arguments)
-        if call.tool_name == "create_plan" and self.loop.plans is not None:
-            waiting: bool = await self.loop.plans.propose(call, template, arguments)
-            return waiting
         text = str(arguments.get("result") or arguments.get("question") or "")
-        await self.loop.emit(sid, events.assistant_content(text, template.name, new_id("msg")))
+        await self.port.emit(sid, events.assistant_content(text, template.name, new_id("msg")))
         if call.tool_name == "ask_followup_question":
-            await self.loop.complete(
+            await self.port.complete(
                 call,
                 "The question was shown to the user; "
                 "their answer follows as the next user message.",
             )
-            await self.loop.close_open_calls(sid, "Skipped: waiting for the user's answer.")
-            await self.loop.emit(sid, events.done("awaiting_user"))
+            await self.port.close_open_calls(sid, "Skipped: waiting for the user's answer.")
+            await self.port.emit(sid, events.done("awaiting_user"))
             return True
-        await self.loop.complete(call, "Task marked complete.")
-        await self.loop.close_open_calls(sid, "Skipped: the task was completed.")
-        if self.loop.plans is not None and await self.loop.plans.agent_finished(sid, text):
-            return False
-        await self.loop.finish(sid, template, text)
-        return True
+        await self.port.complete(call, "Task marked complete.")
+        await self.port.close_open_calls(sid, "Skipped: the task was completed.")
+        return await self.port.finish(sid, template, text)
 
     async def tool_search(
         self, call: LedgerCall, template: AgentTemplate, arguments: dict[str, Any]
     ) -> bool:
         """Find tools for the next steps; they stay offered while this instance serves."""
-        search = self.loop.toolbox.search
-        allowed = [t.name for t in await self.loop.toolbox.offered(template)]
+        search = self.toolbox.search
+        allowed = [t.name for t in await self.toolbox.offered(template)]
         found = (
             await search(
                 arguments["query"],
@@ -88,11 +93,11 @@ class SystemTools:
         scratch = SCRATCH.get(None)
         if scratch is not None:
             scratch.setdefault("pinned_tools", set()).update(found)
-        catalog = await self.loop.toolbox.catalog()
+        catalog = await self.toolbox.catalog()
         listing = [
             {"name": n, "description": catalog[n].description} for n in found if n in catalog
         ]
-        await self.loop.complete(call, json.dumps(listing))
+        await self.port.complete(call, json.dumps(listing))
         return False
 
     async def agent_search(
@@ -100,9 +105,9 @@ class SystemTools:
     ) -> bool:
         """The agent directory (seed 003 section 7.1) for an agent that delegates: the
         agents ranked for the query, and the tool that reaches each."""
-        offered = {t.name for t in await self.loop.toolbox.offered(template)}
-        candidates = [t for t in self.loop.agents.all() if t.name != template.name]
-        hits = await self.loop.directory.ranked(
+        offered = {t.name for t in await self.toolbox.offered(template)}
+        candidates = [t for t in self.agents.all() if t.name != template.name]
+        hits = await self.directory.ranked(
             arguments["query"], int(arguments.get("top_k", 5)), candidates
         )
         listing = []
@@ -116,5 +121,5 @@ class SystemTools:
                     "tool": tool if tool in offered else None,
                 }
             )
-        await self.loop.complete(call, json.dumps(listing))
+        await self.port.complete(call, json.dumps(listing))
         return False
