@@ -23,6 +23,7 @@ from codelab.v1 import (
     hitl_pb2_grpc,
     llmproxy_pb2_grpc,
     runtime_pb2_grpc,
+    sources_pb2_grpc,
     toolsearch_pb2_grpc,
 )
 from codelab.v1 import common_pb2 as common
@@ -164,6 +165,14 @@ class MeshClient:
         return cast(
             "access_pb2_grpc.AccessAsyncStub",
             access_pb2_grpc.AccessStub(self._channel("orchestrator")),
+        )
+
+    @property
+    def sources(self) -> sources_pb2_grpc.ToolSourcesAsyncStub:
+        """MCP tool sources (served by the orchestrator, which holds the connections)."""
+        return cast(
+            "sources_pb2_grpc.ToolSourcesAsyncStub",
+            sources_pb2_grpc.ToolSourcesStub(self._channel("orchestrator")),
         )
 
     @property

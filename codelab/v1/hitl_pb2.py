@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from codelab.v1 import common_pb2 as codelab_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x63odelab/v1/hitl.proto\x12\ncodelab.v1\x1a\x17\x63odelab/v1/common.proto\"{\n\nHitlPolicy\x12\x16\n\x0e\x61lways_approve\x18\x01 \x03(\t\x12\x15\n\rnever_approve\x18\x02 \x03(\t\x12\x15\n\rcommand_allow\x18\x03 \x03(\t\x12\x14\n\x0c\x63ommand_deny\x18\x04 \x03(\t\x12\x11\n\tread_only\x18\x05 \x03(\t\"\x97\x01\n\x0f\x45valuateRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x11\n\ttool_name\x18\x02 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x03 \x01(\t\x12\r\n\x05\x61gent\x18\x04 \x01(\t\x12+\n\x06policy\x18\x05 \x01(\x0b\x32\x16.codelab.v1.HitlPolicyH\x00\x88\x01\x01\x42\t\n\x07_policy\"K\n\x10\x45valuateResponse\x12\x19\n\x11requires_approval\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0c\n\x04risk\x18\x03 \x01(\t\"\x9c\x02\n\x08\x41pproval\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x11\n\ttool_name\x18\x03 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x0c\n\x04risk\x18\x06 \x01(\t\x12\x0e\n\x06status\x18\x07 \x01(\t\x12\x12\n\ncreated_at\x18\x08 \x01(\t\x12\x12\n\nexpires_at\x18\t \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\n \x01(\x05\x12\r\n\x05\x61gent\x18\x0b \x01(\t\x12\x14\n\x07plan_id\x18\x0c \x01(\tH\x00\x88\x01\x01\x12\x14\n\x07step_id\x18\r \x01(\tH\x01\x88\x01\x01\x42\n\n\x08_plan_idB\n\n\x08_step_id\"\xf1\x01\n\x15\x43reateApprovalRequest\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x11\n\ttool_name\x18\x03 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x0c\n\x04risk\x18\x06 \x01(\t\x12\r\n\x05\x61gent\x18\x07 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x08 \x01(\x05\x12\x14\n\x07plan_id\x18\t \x01(\tH\x00\x88\x01\x01\x12\x14\n\x07step_id\x18\n \x01(\tH\x01\x88\x01\x01\x42\n\n\x08_plan_idB\n\n\x08_step_id\"\xd3\x01\n\rDecideRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63\x61ll_id\x18\x02 \x01(\t\x12&\n\x08\x64\x65\x63ision\x18\x03 \x01(\x0e\x32\x14.codelab.v1.Decision\x12$\n\x17modified_arguments_json\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x15\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x05 \x01(\tH\x01\x88\x01\x01\x12\x0f\n\x07user_id\x18\x06 \x01(\tB\x1a\n\x18_modified_arguments_jsonB\x0b\n\t_feedback\"\xb5\x01\n\x0e\x44\x65\x63ideResponse\x12&\n\x08\x61pproval\x18\x01 \x01(\x0b\x32\x14.codelab.v1.Approval\x12&\n\x08\x64\x65\x63ision\x18\x02 \x01(\x0e\x32\x14.codelab.v1.Decision\x12\x1c\n\x14\x66inal_arguments_json\x18\x03 \x01(\t\x12\x15\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x11\n\tduplicate\x18\x05 \x01(\x08\x42\x0b\n\t_feedback\"(\n\x12ListPendingRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\">\n\x13ListPendingResponse\x12\'\n\tapprovals\x18\x01 \x03(\x0b\x32\x14.codelab.v1.Approval\"!\n\x10\x45xpireDueRequest\x12\r\n\x05limit\x18\x01 \x01(\x05\":\n\x11\x45xpireDueResponse\x12%\n\x07\x65xpired\x18\x01 \x03(\x0b\x32\x14.codelab.v1.Approval\"\xef\x02\n\nAuditEntry\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x0f\n\x07\x63\x61ll_id\x18\x03 \x01(\t\x12\x11\n\ttool_name\x18\x04 \x01(\t\x12$\n\x17original_arguments_json\x18\x05 \x01(\tH\x00\x88\x01\x01\x12$\n\x17modified_arguments_json\x18\x06 \x01(\tH\x01\x88\x01\x01\x12\x10\n\x08\x64\x65\x63ision\x18\x07 \x01(\t\x12\x15\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x08 \x01(\tH\x02\x88\x01\x01\x12\x0f\n\x07user_id\x18\t \x01(\t\x12\x12\n\nevent_type\x18\n \x01(\t\x12\x12\n\ncreated_at\x18\x0b \x01(\t\x12\x19\n\x0c\x64\x65tails_json\x18\x0c \x01(\tH\x03\x88\x01\x01\x42\x1a\n\x18_original_arguments_jsonB\x1a\n\x18_modified_arguments_jsonB\x0b\n\t_feedbackB\x0f\n\r_details_json\"I\n\x10ListAuditRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nevent_type\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\"<\n\x11ListAuditResponse\x12\'\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x16.codelab.v1.AuditEntry2\xfc\x03\n\x04Hitl\x12\x45\n\x08\x45valuate\x12\x1b.codelab.v1.EvaluateRequest\x1a\x1c.codelab.v1.EvaluateResponse\x12I\n\x0e\x43reateApproval\x12!.codelab.v1.CreateApprovalRequest\x1a\x14.codelab.v1.Approval\x12?\n\x06\x44\x65\x63ide\x12\x19.codelab.v1.DecideRequest\x1a\x1a.codelab.v1.DecideResponse\x12N\n\x0bListPending\x12\x1e.codelab.v1.ListPendingRequest\x1a\x1f.codelab.v1.ListPendingResponse\x12H\n\tExpireDue\x12\x1c.codelab.v1.ExpireDueRequest\x1a\x1d.codelab.v1.ExpireDueResponse\x12=\n\x0bRecordAudit\x12\x16.codelab.v1.AuditEntry\x1a\x16.codelab.v1.AuditEntry\x12H\n\tListAudit\x12\x1c.codelab.v1.ListAuditRequest\x1a\x1d.codelab.v1.ListAuditResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x63odelab/v1/hitl.proto\x12\ncodelab.v1\x1a\x17\x63odelab/v1/common.proto\"{\n\nHitlPolicy\x12\x16\n\x0e\x61lways_approve\x18\x01 \x03(\t\x12\x15\n\rnever_approve\x18\x02 \x03(\t\x12\x15\n\rcommand_allow\x18\x03 \x03(\t\x12\x14\n\x0c\x63ommand_deny\x18\x04 \x03(\t\x12\x11\n\tread_only\x18\x05 \x03(\t\"\xaa\x01\n\x0f\x45valuateRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x11\n\ttool_name\x18\x02 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x03 \x01(\t\x12\r\n\x05\x61gent\x18\x04 \x01(\t\x12+\n\x06policy\x18\x05 \x01(\x0b\x32\x16.codelab.v1.HitlPolicyH\x00\x88\x01\x01\x12\x11\n\ttool_risk\x18\x06 \x01(\tB\t\n\x07_policy\"K\n\x10\x45valuateResponse\x12\x19\n\x11requires_approval\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0c\n\x04risk\x18\x03 \x01(\t\"\x9c\x02\n\x08\x41pproval\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x11\n\ttool_name\x18\x03 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x0c\n\x04risk\x18\x06 \x01(\t\x12\x0e\n\x06status\x18\x07 \x01(\t\x12\x12\n\ncreated_at\x18\x08 \x01(\t\x12\x12\n\nexpires_at\x18\t \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\n \x01(\x05\x12\r\n\x05\x61gent\x18\x0b \x01(\t\x12\x14\n\x07plan_id\x18\x0c \x01(\tH\x00\x88\x01\x01\x12\x14\n\x07step_id\x18\r \x01(\tH\x01\x88\x01\x01\x42\n\n\x08_plan_idB\n\n\x08_step_id\"\xf1\x01\n\x15\x43reateApprovalRequest\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x11\n\ttool_name\x18\x03 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x0c\n\x04risk\x18\x06 \x01(\t\x12\r\n\x05\x61gent\x18\x07 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x08 \x01(\x05\x12\x14\n\x07plan_id\x18\t \x01(\tH\x00\x88\x01\x01\x12\x14\n\x07step_id\x18\n \x01(\tH\x01\x88\x01\x01\x42\n\n\x08_plan_idB\n\n\x08_step_id\"\xd3\x01\n\rDecideRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63\x61ll_id\x18\x02 \x01(\t\x12&\n\x08\x64\x65\x63ision\x18\x03 \x01(\x0e\x32\x14.codelab.v1.Decision\x12$\n\x17modified_arguments_json\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x15\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x05 \x01(\tH\x01\x88\x01\x01\x12\x0f\n\x07user_id\x18\x06 \x01(\tB\x1a\n\x18_modified_arguments_jsonB\x0b\n\t_feedback\"\xb5\x01\n\x0e\x44\x65\x63ideResponse\x12&\n\x08\x61pproval\x18\x01 \x01(\x0b\x32\x14.codelab.v1.Approval\x12&\n\x08\x64\x65\x63ision\x18\x02 \x01(\x0e\x32\x14.codelab.v1.Decision\x12\x1c\n\x14\x66inal_arguments_json\x18\x03 \x01(\t\x12\x15\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x11\n\tduplicate\x18\x05 \x01(\x08\x42\x0b\n\t_feedback\"(\n\x12ListPendingRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\">\n\x13ListPendingResponse\x12\'\n\tapprovals\x18\x01 \x03(\x0b\x32\x14.codelab.v1.Approval\"!\n\x10\x45xpireDueRequest\x12\r\n\x05limit\x18\x01 \x01(\x05\":\n\x11\x45xpireDueResponse\x12%\n\x07\x65xpired\x18\x01 \x03(\x0b\x32\x14.codelab.v1.Approval\"\xef\x02\n\nAuditEntry\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x0f\n\x07\x63\x61ll_id\x18\x03 \x01(\t\x12\x11\n\ttool_name\x18\x04 \x01(\t\x12$\n\x17original_arguments_json\x18\x05 \x01(\tH\x00\x88\x01\x01\x12$\n\x17modified_arguments_json\x18\x06 \x01(\tH\x01\x88\x01\x01\x12\x10\n\x08\x64\x65\x63ision\x18\x07 \x01(\t\x12\x15\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x08 \x01(\tH\x02\x88\x01\x01\x12\x0f\n\x07user_id\x18\t \x01(\t\x12\x12\n\nevent_type\x18\n \x01(\t\x12\x12\n\ncreated_at\x18\x0b \x01(\t\x12\x19\n\x0c\x64\x65tails_json\x18\x0c \x01(\tH\x03\x88\x01\x01\x42\x1a\n\x18_original_arguments_jsonB\x1a\n\x18_modified_arguments_jsonB\x0b\n\t_feedbackB\x0f\n\r_details_json\"I\n\x10ListAuditRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nevent_type\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\"<\n\x11ListAuditResponse\x12\'\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x16.codelab.v1.AuditEntry2\xfc\x03\n\x04Hitl\x12\x45\n\x08\x45valuate\x12\x1b.codelab.v1.EvaluateRequest\x1a\x1c.codelab.v1.EvaluateResponse\x12I\n\x0e\x43reateApproval\x12!.codelab.v1.CreateApprovalRequest\x1a\x14.codelab.v1.Approval\x12?\n\x06\x44\x65\x63ide\x12\x19.codelab.v1.DecideRequest\x1a\x1a.codelab.v1.DecideResponse\x12N\n\x0bListPending\x12\x1e.codelab.v1.ListPendingRequest\x1a\x1f.codelab.v1.ListPendingResponse\x12H\n\tExpireDue\x12\x1c.codelab.v1.ExpireDueRequest\x1a\x1d.codelab.v1.ExpireDueResponse\x12=\n\x0bRecordAudit\x12\x16.codelab.v1.AuditEntry\x1a\x16.codelab.v1.AuditEntry\x12H\n\tListAudit\x12\x1c.codelab.v1.ListAuditRequest\x1a\x1d.codelab.v1.ListAuditResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,31 +35,31 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_HITLPOLICY']._serialized_start=62
   _globals['_HITLPOLICY']._serialized_end=185
   _globals['_EVALUATEREQUEST']._serialized_start=188
-  _globals['_EVALUATEREQUEST']._serialized_end=339
-  _globals['_EVALUATERESPONSE']._serialized_start=341
-  _globals['_EVALUATERESPONSE']._serialized_end=416
-  _globals['_APPROVAL']._serialized_start=419
-  _globals['_APPROVAL']._serialized_end=703
-  _globals['_CREATEAPPROVALREQUEST']._serialized_start=706
-  _globals['_CREATEAPPROVALREQUEST']._serialized_end=947
-  _globals['_DECIDEREQUEST']._serialized_start=950
-  _globals['_DECIDEREQUEST']._serialized_end=1161
-  _globals['_DECIDERESPONSE']._serialized_start=1164
-  _globals['_DECIDERESPONSE']._serialized_end=1345
-  _globals['_LISTPENDINGREQUEST']._serialized_start=1347
-  _globals['_LISTPENDINGREQUEST']._serialized_end=1387
-  _globals['_LISTPENDINGRESPONSE']._serialized_start=1389
-  _globals['_LISTPENDINGRESPONSE']._serialized_end=1451
-  _globals['_EXPIREDUEREQUEST']._serialized_start=1453
-  _globals['_EXPIREDUEREQUEST']._serialized_end=1486
-  _globals['_EXPIREDUERESPONSE']._serialized_start=1488
-  _globals['_EXPIREDUERESPONSE']._serialized_end=1546
-  _globals['_AUDITENTRY']._serialized_start=1549
-  _globals['_AUDITENTRY']._serialized_end=1916
-  _globals['_LISTAUDITREQUEST']._serialized_start=1918
-  _globals['_LISTAUDITREQUEST']._serialized_end=1991
-  _globals['_LISTAUDITRESPONSE']._serialized_start=1993
-  _globals['_LISTAUDITRESPONSE']._serialized_end=2053
-  _globals['_HITL']._serialized_start=2056
-  _globals['_HITL']._serialized_end=2564
+  _globals['_EVALUATEREQUEST']._serialized_end=358
+  _globals['_EVALUATERESPONSE']._serialized_start=360
+  _globals['_EVALUATERESPONSE']._serialized_end=435
+  _globals['_APPROVAL']._serialized_start=438
+  _globals['_APPROVAL']._serialized_end=722
+  _globals['_CREATEAPPROVALREQUEST']._serialized_start=725
+  _globals['_CREATEAPPROVALREQUEST']._serialized_end=966
+  _globals['_DECIDEREQUEST']._serialized_start=969
+  _globals['_DECIDEREQUEST']._serialized_end=1180
+  _globals['_DECIDERESPONSE']._serialized_start=1183
+  _globals['_DECIDERESPONSE']._serialized_end=1364
+  _globals['_LISTPENDINGREQUEST']._serialized_start=1366
+  _globals['_LISTPENDINGREQUEST']._serialized_end=1406
+  _globals['_LISTPENDINGRESPONSE']._serialized_start=1408
+  _globals['_LISTPENDINGRESPONSE']._serialized_end=1470
+  _globals['_EXPIREDUEREQUEST']._serialized_start=1472
+  _globals['_EXPIREDUEREQUEST']._serialized_end=1505
+  _globals['_EXPIREDUERESPONSE']._serialized_start=1507
+  _globals['_EXPIREDUERESPONSE']._serialized_end=1565
+  _globals['_AUDITENTRY']._serialized_start=1568
+  _globals['_AUDITENTRY']._serialized_end=1935
+  _globals['_LISTAUDITREQUEST']._serialized_start=1937
+  _globals['_LISTAUDITREQUEST']._serialized_end=2010
+  _globals['_LISTAUDITRESPONSE']._serialized_start=2012
+  _globals['_LISTAUDITRESPONSE']._serialized_end=2072
+  _globals['_HITL']._serialized_start=2075
+  _globals['_HITL']._serialized_end=2583
 # @@protoc_insertion_point(module_scope)

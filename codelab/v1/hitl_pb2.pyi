@@ -70,11 +70,16 @@ class EvaluateRequest(_message.Message):
     ARGUMENTS_JSON_FIELD_NUMBER: _builtins.int
     AGENT_FIELD_NUMBER: _builtins.int
     POLICY_FIELD_NUMBER: _builtins.int
+    TOOL_RISK_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     tool_name: _builtins.str
     arguments_json: _builtins.str
     agent: _builtins.str
     """The agent template whose policy applies."""
+    tool_risk: _builtins.str
+    """The catalog's risk of a tool no rule of the policy knows (tools of MCP servers and
+    remote endpoints): low runs unasked, medium and high ask. Empty: such a tool asks.
+    """
     @_builtins.property
     def policy(self) -> Global___HitlPolicy: ...
     def __init__(
@@ -85,10 +90,11 @@ class EvaluateRequest(_message.Message):
         arguments_json: _builtins.str = ...,
         agent: _builtins.str = ...,
         policy: Global___HitlPolicy | None = ...,
+        tool_risk: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_policy", b"_policy", "policy", b"policy"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_policy", b"_policy", "agent", b"agent", "arguments_json", b"arguments_json", "policy", b"policy", "session_id", b"session_id", "tool_name", b"tool_name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_policy", b"_policy", "agent", b"agent", "arguments_json", b"arguments_json", "policy", b"policy", "session_id", b"session_id", "tool_name", b"tool_name", "tool_risk", b"tool_risk"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__policy: _TypeAlias = _typing.Literal["policy"]  # noqa: Y015
     _WhichOneofArgType__policy: _TypeAlias = _typing.Literal["_policy", b"_policy"]  # noqa: Y015

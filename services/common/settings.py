@@ -14,6 +14,8 @@ from pathlib import Path
 from services.common.env_values import number
 from services.common.limit_settings import LimitSettings, LimitSettingsError
 
+TOOL_SECRET = "TOOL_SECRET_"
+
 
 class SettingsError(ValueError):
     """A setting is missing or malformed; the message names the variable."""
@@ -118,6 +120,9 @@ class Settings:
     gateway_api_keys: Mapping[str, str] = field(default_factory=dict)
     """GATEWAY_API_KEYS: ``key:user`` pairs seeding the key table; empty means no client
     auth (loopback only)."""
+    tool_secrets: Mapping[str, str] = field(default_factory=dict)
+    """TOOL_SECRET_<NAME>: the values a tool source may name as ``${NAME}`` in its env or
+    headers (only these: a registered source cannot read the runtime's own keys)."""
     gateway_key_cache_seconds: float = 10.0
     """GATEWAY_KEY_CACHE_SECONDS: how long the gateway trusts a key check (a revoked key
     stops working within this time)."""
@@ -210,6 +215,11 @@ class Settings:
             gateway_host=env.get("GATEWAY_HOST") or cls.gateway_host,
             gateway_port=_port(env, "GATEWAY_PORT", cls.gateway_port),
             gateway_api_keys=parse_api_keys(env.get("GATEWAY_API_KEYS", "")),
+            tool_secrets={
+                k.removeprefix(TOOL_SECRET): v
+                for k, v in env.items()
+                if k.startswith(TOOL_SECRET) and k != TOOL_SECRET
+            },
             gateway_key_cache_seconds=_number(
                 env, "GATEWAY_KEY_CACHE_SECONDS", cls.gateway_key_cache_seconds
             ),

@@ -19,6 +19,7 @@ from clients.python import MeshClient
 from codelab.v1 import admin_pb2, toolsearch_pb2
 from services.gateway import admin_bodies as bodies
 from services.gateway.admin_keys import build_keys_router
+from services.gateway.admin_sources import build_sources_router
 from services.gateway.auth import ADMIN_USER, Authenticator, Unauthorized
 from services.gateway.keys import MeshKeyChecker
 from services.gateway.render import proto_json
@@ -201,3 +202,4 @@ def install_admin(
     app.add_exception_handler(AdminRefused, refused)
     app.include_router(build_admin_router(client, auth))
     app.include_router(build_keys_router(client, auth, keys, require_admin))
+    app.include_router(build_sources_router(client, require_admin))

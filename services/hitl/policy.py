@@ -184,6 +184,15 @@ def _directory_decision(
     return _NO_APPROVAL
 
 
+_RISKS: dict[str, Risk] = {"low": "low", "medium": "medium", "high": "high"}
+
+
+def _rated(tool_name: str, risk: Risk) -> ApprovalDecision:
+    """A tool of a tool source, judged by the risk its source gave it."""
+    reason = f"{tool_name}: {risk} risk (rated by its tool source)"
+    return ApprovalDecision(risk != "low", reason, risk)
+
+
 _REVIEWED_IN_IDE = ApprovalDecision(False, "the IDE's patch review is the approval", "low")
 
 
@@ -193,11 +202,14 @@ def evaluate(
     policy: ApprovalPolicy = DEFAULT_POLICY,
     *,
     model_says_safe: bool | None = None,
+    tool_risk: str = "",
 ) -> ApprovalDecision:
     """Decide whether ``tool_name(arguments)`` needs human approval.
 
     ``model_says_safe`` is deliberately ignored: a model that was talked into a dangerous
     call would also call it safe, so its opinion can never remove an approval.
+    ``tool_risk`` (the catalog's rating of a tool no rule knows, set by its source)
+    decides for such a tool: low runs unasked, medium and high ask.
     """
     del model_says_safe
     if tool_name in policy.always_approve:
@@ -214,6 +226,8 @@ def evaluate(
         decision = _approve("File modification requires approval", "medium")
     elif tool_name in policy.never_approve:
         return _NO_APPROVAL
+    elif tool_risk in _RISKS:
+        return _rated(tool_name, _RISKS[tool_risk])
     else:
         decision = _approve("Unknown tool requires approval", "medium")
     waived = tool_name in policy.never_approve and decision.risk != "high"

@@ -114,7 +114,12 @@ class HitlServicer(pb_grpc.HitlServicer):
         if not request.tool_name:
             raise InvalidInput("tool_name is required")
         policy = policy_from_proto(request.policy) if request.HasField("policy") else DEFAULT_POLICY
-        decision = evaluate(request.tool_name, parse_arguments(request.arguments_json), policy)
+        decision = evaluate(
+            request.tool_name,
+            parse_arguments(request.arguments_json),
+            policy,
+            tool_risk=request.tool_risk,
+        )
         return pb.EvaluateResponse(
             requires_approval=decision.requires_approval,
             reason=decision.reason or "",

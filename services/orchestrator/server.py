@@ -13,6 +13,7 @@ from codelab.v1 import (
     admin_pb2_grpc,
     hitl_pb2_grpc,
     llmproxy_pb2_grpc,
+    sources_pb2_grpc,
     toolsearch_pb2_grpc,
 )
 from services.common import db
@@ -27,6 +28,8 @@ from services.orchestrator.agents.instances import InstancePool
 from services.orchestrator.agents.template_vectors import keep_embedded
 from services.orchestrator.agents.templates import AgentRegistry, install_templates
 from services.orchestrator.peers.llm import LlmClient
+from services.orchestrator.peers.mcp_sources import EXECUTOR as MCP
+from services.orchestrator.peers.mcp_sources import McpSources
 from services.orchestrator.peers.mesh_clients import (
     HitlClient,
     directory_embedder,
@@ -35,6 +38,9 @@ from services.orchestrator.peers.mesh_clients import (
     tool_searcher,
 )
 from services.orchestrator.peers.metered_llm import MeteredLlm
+from services.orchestrator.peers.source_catalog import CatalogTool, SourceCatalog
+from services.orchestrator.peers.source_registry import SourceRegistry
+from services.orchestrator.peers.tool_source import ToolSource
 from services.orchestrator.session.client_ids import ClientIds
 from services.orchestrator.session.inputs import Inputs
 from services.orchestrator.session.limits import UserLimits
@@ -45,6 +51,7 @@ from services.orchestrator.state import SQL_DIR
 from services.orchestrator.state.api_keys import ApiKeys
 from services.orchestrator.state.hub import SessionHub
 from services.orchestrator.state.store import SessionStore
+from services.orchestrator.state.tool_sources import SourceStore
 from services.orchestrator.transport.access_servicer import SERVICE_NAME as ACCESS_SERVICE_NAME
 from services.orchestrator.transport.access_servicer import AccessServicer
 from services.orchestrator.transport.admin_servicer import SERVICE_NAME as ADMIN_SERVICE_NAME
@@ -54,6 +61,9 @@ from services.orchestrator.transport.servicer import (
     AgentRuntimeServicer,
     add_runtime_servicer,
 )
+from services.orchestrator.transport.sources_servicer import SERVICE_NAME as SOURCES_SERVICE_NAME
+from services.orchestrator.transport.sources_servicer import ToolSourcesServicer
+from services.orchestrator.turn.executors.mcp import McpTools
 from services.orchestrator.turn.ledger import Ledger
 from services.orchestrator.turn.loop import AgentLoop
 from services.orchestrator.turn.toolbox import Toolbox
@@ -100,6 +110,8 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         hitl,
         AgentDirectory(agents, directory_searcher(toolsearch)),
     )
+    sources = tool_sources(settings, pool, SourceCatalog(toolsearch), loop)
+    loop.register("mcp", McpTools(loop, ledger, hitl, sources))
     inputs = Inputs(loop, loop.plans)
     instances = InstancePool(
         pool, agents, clients={"llm": llm, "hitl": hitl, "toolbox": loop.toolbox}
@@ -131,19 +143,23 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         add_runtime_servicer(servicer, server)
         admin_pb2_grpc.add_AgentAdminServicer_to_server(admin, server)
         access_pb2_grpc.add_AccessServicer_to_server(access, server)
+        sources_pb2_grpc.add_ToolSourcesServicer_to_server(
+            ToolSourcesServicer(SourceRegistry(sources.store, sources)), server
+        )
 
     async def database_answers() -> bool:
         return await db.ping(pool)
 
     deps = ServiceDeps(
         name="orchestrator",
-        full_names=(SERVICE_NAME, ADMIN_SERVICE_NAME, ACCESS_SERVICE_NAME),
+        full_names=(SERVICE_NAME, ADMIN_SERVICE_NAME, ACCESS_SERVICE_NAME, SOURCES_SERVICE_NAME),
         register=register,
         probes=(database_answers, *(health_probe(c) for c in channels.values())),
     )
     server, port = create_server(settings, deps, address)
     await instances.start()
     await runtime.start()
+    await sources.start()
     vectors = asyncio.create_task(keep_embedded(pool, directory_embedder(toolsearch)))
 
     async def stop_vectors() -> None:
@@ -159,7 +175,26 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
     server.on_stop.append(hub.close)
     server.on_stop.append(runtime.close)
     server.on_stop.append(stop_vectors)
+    server.on_stop.append(sources.close)
     return server, port
+
+
+def tool_sources(
+    settings: Settings, pool: db.Pool, catalog: SourceCatalog, loop: AgentLoop
+) -> McpSources:
+    """The MCP connections of this process: each listing goes to the catalog, and this
+    process's copy of the catalog is refreshed at once."""
+
+    async def publish(source: ToolSource, tools: list[CatalogTool]) -> None:
+        await catalog.sync(source.prefix, MCP, tools)
+        await loop.toolbox.refresh()
+
+    async def retire(name: str) -> int:
+        retired = await catalog.retire(name + ".", MCP)
+        await loop.toolbox.refresh()
+        return retired
+
+    return McpSources(SourceStore(pool), publish, retire, settings.tool_secrets)
 
 
 async def serve(settings: Settings) -> None:

@@ -20,8 +20,8 @@ BUILTIN_FILE = Path(__file__).parent / "builtin_tools.json"
 TOOL_TYPES = ("system", "aux", "domain", "meta")
 RISK_LEVELS = ("low", "medium", "high")
 # Who runs a tool's calls: the IDE, the runtime's own tools (system, plan), pure local
-# functions, or a remote endpoint.
-EXECUTORS = ("ide", "system", "plan", "local", "remote")
+# functions, a remote endpoint, or an MCP server (tool sources).
+EXECUTORS = ("ide", "system", "plan", "local", "remote", "mcp")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]{0,127}$")
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _SEPARATORS = re.compile(r"[_.\-/]+")

@@ -109,9 +109,14 @@ class HitlClient:
         tool: str,
         arguments: Mapping[str, Any],
         policy: Mapping[str, Sequence[str]],
+        tool_risk: str = "",
     ) -> Verdict:
         request = hitl_pb2.EvaluateRequest(
-            session_id=session_id, agent=agent, tool_name=tool, arguments_json=json.dumps(arguments)
+            session_id=session_id,
+            agent=agent,
+            tool_name=tool,
+            arguments_json=json.dumps(arguments),
+            tool_risk=tool_risk,
         )
         if policy:
             request.policy.CopyFrom(hitl_pb2.HitlPolicy(**{k: list(v) for k, v in policy.items()}))
@@ -216,7 +221,7 @@ async def load_catalog(stub: toolsearch_pb2_grpc.ToolSearchAsyncStub) -> list[To
     reply = await call(lambda: stub.ListTools(toolsearch_pb2.ListToolsRequest()))
     return catalog_from_json(
         [
-            (t.name, t.description, t.parameters_json, t.executor, t.timeout_seconds)
+            (t.name, t.description, t.parameters_json, t.executor, t.timeout_seconds, t.risk)
             for t in reply.tools
         ]
     )

@@ -16,8 +16,16 @@ from services.orchestrator.turn.executors.ide import tool_call_event
 from services.orchestrator.turn.ledger import Ledger, LedgerCall
 from services.orchestrator.turn.patch_review import reviewed
 from services.orchestrator.turn.port import TurnPort
+from services.orchestrator.turn.toolbox import ToolSpec
 
 APPROVED_IN_REVIEW = "approved in the IDE's patch review"
+RATED_EXECUTORS = frozenset({"mcp", "remote"})
+"""Executors whose tools hitl judges by the catalog's risk (their source's rating)."""
+
+
+def rated_risk(spec: ToolSpec) -> str:
+    """The risk hitl should weigh for ``spec``: a tool source's rating, else none."""
+    return spec.risk if spec.executor in RATED_EXECUTORS else ""
 
 
 class ApprovalGate:
@@ -34,17 +42,19 @@ class ApprovalGate:
         template: AgentTemplate,
         arguments: dict[str, Any],
         audience: str,
+        risk: str = "",
     ) -> LedgerCall | None:
         """None when ``call`` now waits for a human (its events sent); otherwise the call
         to run, with the reason it may run when there is one. ``audience``: the session
-        the IDE sees, where approvals belong (a delegate's go to its parent)."""
+        the IDE sees, where approvals belong (a delegate's go to its parent); ``risk``:
+        the tool source's rating of the tool (``rated_risk``)."""
         sid = call.session_id
         if call.tool_name == "apply_patch" and reviewed(
             arguments.get("patch", ""), await self.ledger.reviewed_patches(sid)
         ):
             return dataclasses.replace(call, reason=APPROVED_IN_REVIEW)
         verdict = await self.hitl.evaluate(
-            sid, template.name, call.tool_name, arguments, template.hitl
+            sid, template.name, call.tool_name, arguments, template.hitl, risk
         )
         if not verdict.requires_approval:
             return dataclasses.replace(call, reason=None)

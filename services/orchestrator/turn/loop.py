@@ -34,7 +34,7 @@ from services.orchestrator.state import events
 from services.orchestrator.state.events import new_id
 from services.orchestrator.state.hub import SessionHub
 from services.orchestrator.state.store import SessionRow, SessionStore, StoredMessage, TurnStart
-from services.orchestrator.turn.approvals import ApprovalGate
+from services.orchestrator.turn.approvals import ApprovalGate, rated_risk
 from services.orchestrator.turn.arguments import validate_arguments
 from services.orchestrator.turn.compaction import ContextKeeper
 from services.orchestrator.turn.executors.delegation import Delegation
@@ -496,7 +496,10 @@ class AgentLoop:
                 call, budget, "TOOL_VALIDATION_ERROR", template.budgets.refusal(call.tool_name)
             )
         if executor.gated:
-            cleared = await self.approvals.hold(call, template, arguments, await self.audience(sid))
+            audience = await self.audience(sid)
+            cleared = await self.approvals.hold(
+                call, template, arguments, audience, rated_risk(spec)
+            )
             if cleared is None:
                 return True  # waits for a human
             call = cleared

@@ -30,9 +30,11 @@ class ToolSpec:
     description: str
     parameters: dict[str, Any]
     executor: str
-    """ide | system | local"""
+    """ide | system | local | plan | agent | mcp | remote"""
     timeout_seconds: int = 0
     """Seconds the IDE may take to answer (0: the runtime's default)."""
+    risk: str = "low"
+    """The catalog's risk level (a tool source's rating of its tools)."""
 
     def as_function(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
@@ -225,6 +227,6 @@ class Toolbox:
         return None
 
 
-def catalog_from_json(rows: Sequence[tuple[str, str, str, str, int]]) -> list[ToolSpec]:
-    """(name, description, parameters_json, executor, timeout_seconds) rows -> specs."""
-    return [ToolSpec(n, d, json.loads(p or "{}"), e, t) for n, d, p, e, t in rows]
+def catalog_from_json(rows: Sequence[tuple[str, str, str, str, int, str]]) -> list[ToolSpec]:
+    """(name, description, parameters_json, executor, timeout_seconds, risk) rows -> specs."""
+    return [ToolSpec(n, d, json.loads(p or "{}"), e, t, r or "low") for n, d, p, e, t, r in rows]
