@@ -59,13 +59,14 @@ class ToolSpec(_message.Message):
     RISK_FIELD_NUMBER: _builtins.int
     DEPRECATED_FIELD_NUMBER: _builtins.int
     TIMEOUT_SECONDS_FIELD_NUMBER: _builtins.int
+    REMOTE_ENDPOINT_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     version: _builtins.int
     description: _builtins.str
     """The short, LLM-facing description."""
     parameters_json: _builtins.str
     executor: _builtins.str
-    """ide | system | local | remote"""
+    """ide | system | plan | local | remote | mcp"""
     active: _builtins.bool
     type: _builtins.str
     """system | aux | domain | meta"""
@@ -80,6 +81,8 @@ class ToolSpec(_message.Message):
     """Seconds an IDE may take to answer a call of this tool before TOOL_TIMEOUT; 0: the
     runtime's default.
     """
+    remote_endpoint: _builtins.str
+    """executor remote: the URL the runtime POSTs a call's arguments to (JSON)."""
     @_builtins.property
     def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -98,10 +101,11 @@ class ToolSpec(_message.Message):
         risk: _builtins.str = ...,
         deprecated: _builtins.bool = ...,
         timeout_seconds: _builtins.int = ...,
+        remote_endpoint: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "category", b"category", "deprecated", b"deprecated", "description", b"description", "executor", b"executor", "long_description", b"long_description", "name", b"name", "parameters_json", b"parameters_json", "risk", b"risk", "tags", b"tags", "timeout_seconds", b"timeout_seconds", "type", b"type", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "category", b"category", "deprecated", b"deprecated", "description", b"description", "executor", b"executor", "long_description", b"long_description", "name", b"name", "parameters_json", b"parameters_json", "remote_endpoint", b"remote_endpoint", "risk", b"risk", "tags", b"tags", "timeout_seconds", b"timeout_seconds", "type", b"type", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -306,6 +310,7 @@ class ToolInput(_message.Message):
     DEPRECATED_FIELD_NUMBER: _builtins.int
     INACTIVE_FIELD_NUMBER: _builtins.int
     TIMEOUT_SECONDS_FIELD_NUMBER: _builtins.int
+    REMOTE_ENDPOINT_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     description: _builtins.str
     long_description: _builtins.str
@@ -323,6 +328,8 @@ class ToolInput(_message.Message):
     """Set to deactivate a tool (a new version that search and ListTools no longer serve)."""
     timeout_seconds: _builtins.int
     """Seconds before an unanswered call is TOOL_TIMEOUT; 0: the runtime's default."""
+    remote_endpoint: _builtins.str
+    """executor remote: the http(s) URL the runtime POSTs a call's arguments to."""
     @_builtins.property
     def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -340,10 +347,11 @@ class ToolInput(_message.Message):
         deprecated: _builtins.bool = ...,
         inactive: _builtins.bool = ...,
         timeout_seconds: _builtins.int = ...,
+        remote_endpoint: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["category", b"category", "deprecated", b"deprecated", "description", b"description", "executor", b"executor", "inactive", b"inactive", "long_description", b"long_description", "name", b"name", "parameters_json", b"parameters_json", "risk", b"risk", "tags", b"tags", "timeout_seconds", b"timeout_seconds", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["category", b"category", "deprecated", b"deprecated", "description", b"description", "executor", b"executor", "inactive", b"inactive", "long_description", b"long_description", "name", b"name", "parameters_json", b"parameters_json", "remote_endpoint", b"remote_endpoint", "risk", b"risk", "tags", b"tags", "timeout_seconds", b"timeout_seconds", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -16,7 +16,7 @@ from services.gateway.translate import ProtocolError
 
 TOOL_FIELDS = frozenset(
     {"name", "description", "long_description", "parameters", "executor", "type", "category",
-     "tags", "risk", "deprecated"}
+     "tags", "risk", "deprecated", "remote_endpoint"}
 )  # fmt: skip
 FILTER_FIELDS = frozenset(
     {"types", "categories", "allowed", "deny", "max_risk", "include_deprecated", "required",
@@ -108,6 +108,7 @@ def tool_input(raw: Any) -> toolsearch_pb2.ToolInput:
         tags=_strings(raw, "tags", code),
         risk=_text(raw, "risk", code),
         deprecated=_flag(raw, "deprecated", code),
+        remote_endpoint=_text(raw, "remote_endpoint", code),
     )
 
 
@@ -134,6 +135,7 @@ def deactivation(tool: toolsearch_pb2.ToolSpec) -> toolsearch_pb2.ToolInput:
         tags=list(tool.tags),
         risk=tool.risk,
         deprecated=tool.deprecated,
+        remote_endpoint=tool.remote_endpoint,
         inactive=True,
     )
 

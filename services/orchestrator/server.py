@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 from typing import cast
 
+import httpx
 from grpc import aio
 
 from codelab.v1 import (
@@ -32,6 +33,7 @@ from services.orchestrator.peers.mcp_sources import EXECUTOR as MCP
 from services.orchestrator.peers.mcp_sources import McpSources
 from services.orchestrator.peers.mesh_clients import (
     HitlClient,
+    catalog_version,
     directory_embedder,
     directory_searcher,
     load_catalog,
@@ -64,6 +66,7 @@ from services.orchestrator.transport.servicer import (
 from services.orchestrator.transport.sources_servicer import SERVICE_NAME as SOURCES_SERVICE_NAME
 from services.orchestrator.transport.sources_servicer import ToolSourcesServicer
 from services.orchestrator.turn.executors.mcp import McpTools
+from services.orchestrator.turn.executors.remote import RemoteTools
 from services.orchestrator.turn.ledger import Ledger
 from services.orchestrator.turn.loop import AgentLoop
 from services.orchestrator.turn.toolbox import Toolbox
@@ -106,12 +109,19 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         hub,
         llm,
         agents,
-        Toolbox(lambda: load_catalog(toolsearch), agents.all, tool_searcher(toolsearch)),
+        Toolbox(
+            lambda: load_catalog(toolsearch),
+            agents.all,
+            tool_searcher(toolsearch),
+            catalog_version(toolsearch),
+        ),
         hitl,
         AgentDirectory(agents, directory_searcher(toolsearch)),
     )
     sources = tool_sources(settings, pool, SourceCatalog(toolsearch), loop)
     loop.register("mcp", McpTools(loop, ledger, hitl, sources))
+    remote_http = httpx.AsyncClient(follow_redirects=False)
+    loop.register("remote", RemoteTools(loop, ledger, hitl, loop.toolbox, remote_http))
     inputs = Inputs(loop, loop.plans)
     instances = InstancePool(
         pool, agents, clients={"llm": llm, "hitl": hitl, "toolbox": loop.toolbox}
@@ -176,6 +186,7 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
     server.on_stop.append(runtime.close)
     server.on_stop.append(stop_vectors)
     server.on_stop.append(sources.close)
+    server.on_stop.append(remote_http.aclose)
     return server, port
 
 

@@ -23,6 +23,7 @@ RISK_LEVELS = ("low", "medium", "high")
 # functions, a remote endpoint, or an MCP server (tool sources).
 EXECUTORS = ("ide", "system", "plan", "local", "remote", "mcp")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]{0,127}$")
+_ENDPOINT = re.compile(r"^https?://[^\s/?#]+[^\s]*$")
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _SEPARATORS = re.compile(r"[_.\-/]+")
 
@@ -44,6 +45,8 @@ class ToolDraft:
     active: bool = True
     timeout_seconds: int = 0
     """Seconds the IDE may take to answer (0: the runtime's default)."""
+    remote_endpoint: str = ""
+    """executor remote: the http(s) URL a call's arguments are POSTed to."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,7 @@ class Tool:
     long_description: str = ""
     deprecated: bool = False
     timeout_seconds: int = 0
+    remote_endpoint: str = ""
 
     @property
     def definition(self) -> ToolDraft:
@@ -80,6 +84,7 @@ class Tool:
             deprecated=self.deprecated,
             active=self.active,
             timeout_seconds=self.timeout_seconds,
+            remote_endpoint=self.remote_endpoint,
         )
 
 
@@ -107,6 +112,11 @@ def make_draft(raw: Mapping[str, Any]) -> ToolDraft:
     timeout = raw.get("timeout_seconds") or 0
     if not isinstance(timeout, int) or isinstance(timeout, bool) or not 0 <= timeout <= 86_400:
         raise InvalidTool(f"{name}: timeout_seconds must be 0..86400", tool=name)
+    endpoint = str(raw.get("remote_endpoint") or "").strip()
+    if endpoint and (executor != "remote" or not _ENDPOINT.match(endpoint)):
+        raise InvalidTool(
+            f"{name}: remote_endpoint must be an http(s) URL of a remote tool", tool=name
+        )
     return ToolDraft(
         name=name,
         description=description,
@@ -121,6 +131,7 @@ def make_draft(raw: Mapping[str, Any]) -> ToolDraft:
         deprecated=bool(raw.get("deprecated", False)),
         active=bool(raw.get("active", True)),
         timeout_seconds=timeout,
+        remote_endpoint=endpoint,
     )
 
 

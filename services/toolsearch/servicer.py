@@ -41,6 +41,7 @@ def tool_to_proto(tool: Tool) -> pb.ToolSpec:
         risk=tool.risk,
         deprecated=tool.deprecated,
         timeout_seconds=tool.timeout_seconds,
+        remote_endpoint=tool.remote_endpoint,
     )
 
 
@@ -63,6 +64,7 @@ def draft_from_proto(item: pb.ToolInput) -> ToolDraft:
             "deprecated": item.deprecated,
             "active": not item.inactive,
             "timeout_seconds": item.timeout_seconds,
+            "remote_endpoint": item.remote_endpoint,
         }
     )
 

@@ -42,6 +42,7 @@ def _tool(row: asyncpg.Record) -> Tool:
         long_description=row["long_description"],
         deprecated=row["deprecated"],
         timeout_seconds=row["timeout_seconds"],
+        remote_endpoint=row["remote_endpoint"],
     )
 
 
@@ -105,6 +106,7 @@ class CatalogWriter:
                     list(vector),
                     model,
                     d.timeout_seconds,
+                    d.remote_endpoint,
                 )
                 for d, version, vector in versions
             ],

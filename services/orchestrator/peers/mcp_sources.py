@@ -30,7 +30,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from services.common.errors import ErrorKind, ServiceError
 from services.orchestrator import metrics
 from services.orchestrator.peers.source_catalog import CatalogTool
-from services.orchestrator.peers.tool_source import ToolSource, resolve_secrets
+from services.orchestrator.peers.tool_source import ToolOutcome, ToolSource, cap, resolve_secrets
 from services.orchestrator.state.tool_sources import SourceStore
 
 log = logging.getLogger(__name__)
@@ -69,14 +69,6 @@ class SourceStatus:
     """Unix time of the last change of ``state``."""
 
 
-@dataclass(frozen=True)
-class ToolOutcome:
-    """A tool call's result as the model reads it."""
-
-    content: str
-    ok: bool
-
-
 def _text(result: mcp_types.CallToolResult) -> str:
     """The result's content blocks as text (structured content when there is no text)."""
     parts: list[str] = []
@@ -89,13 +81,6 @@ def _text(result: mcp_types.CallToolResult) -> str:
     if not parts and result.structured_content is not None:
         return json.dumps(result.structured_content)
     return "\n".join(parts)
-
-
-def cap(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, saying how much was cut."""
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"\n[... {len(text) - limit} characters cut: the tool's output cap]"
 
 
 class SourceConnection:

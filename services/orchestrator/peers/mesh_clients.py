@@ -221,10 +221,28 @@ async def load_catalog(stub: toolsearch_pb2_grpc.ToolSearchAsyncStub) -> list[To
     reply = await call(lambda: stub.ListTools(toolsearch_pb2.ListToolsRequest()))
     return catalog_from_json(
         [
-            (t.name, t.description, t.parameters_json, t.executor, t.timeout_seconds, t.risk)
+            (
+                t.name,
+                t.description,
+                t.parameters_json,
+                t.executor,
+                t.timeout_seconds,
+                t.risk,
+                t.remote_endpoint,
+            )
             for t in reply.tools
         ]
     )
+
+
+def catalog_version(stub: toolsearch_pb2_grpc.ToolSearchAsyncStub) -> Callable[[], Awaitable[int]]:
+    """The catalog's version (it moves with every change of a tool)."""
+
+    async def version() -> int:
+        reply = await call(lambda: stub.IndexStats(toolsearch_pb2.IndexStatsRequest()))
+        return int(reply.catalog_version)
+
+    return version
 
 
 def tool_searcher(stub: toolsearch_pb2_grpc.ToolSearchAsyncStub) -> Any:

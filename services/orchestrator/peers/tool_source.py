@@ -101,6 +101,21 @@ class ToolSource:
         return body
 
 
+@dataclass(frozen=True)
+class ToolOutcome:
+    """A tool call's result as the model reads it."""
+
+    content: str
+    ok: bool
+
+
+def cap(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[... {len(text) - limit} characters cut: the tool's output cap]"
+
+
 def resolve_secrets(values: Mapping[str, str], secrets: Mapping[str, str]) -> dict[str, str]:
     """``values`` with each ``${NAME}`` replaced by ``secrets[NAME]``; MissingSecret when
     one is not set."""

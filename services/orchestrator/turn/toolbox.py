@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from services.common.errors import ServiceError
 from services.orchestrator.agents.templates import ALL_TOOLS, AgentTemplate
 from services.orchestrator.turn.tokens import MESSAGE_OVERHEAD, fixed_text_tokens
 
+log = logging.getLogger(__name__)
 SWITCH_AGENT = "switch_agent"
 TOOL_SEARCH = "tool_search"
 AGENT_SEARCH = "agent_search"
@@ -35,6 +39,8 @@ class ToolSpec:
     """Seconds the IDE may take to answer (0: the runtime's default)."""
     risk: str = "low"
     """The catalog's risk level (a tool source's rating of its tools)."""
+    remote_endpoint: str = ""
+    """executor remote: where the runtime POSTs a call's arguments."""
 
     def as_function(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
@@ -136,6 +142,7 @@ def schema_tokens(tools: Sequence[ToolSpec]) -> int:
 
 
 CatalogLoader = Callable[[], Awaitable[list[ToolSpec]]]
+CatalogVersion = Callable[[], Awaitable[int]]
 # (query, allowed names, required names, max_tools, session_id, template) -> ranked names
 Search = Callable[[str, Sequence[str], Sequence[str], int, str, str], Awaitable[list[str]]]
 Templates = Callable[[], Sequence[AgentTemplate]]
@@ -145,19 +152,43 @@ class Toolbox:
     """Resolves templates to tool specs over a cached catalog."""
 
     def __init__(
-        self, load: CatalogLoader, templates: Templates = lambda: (), search: Search | None = None
+        self,
+        load: CatalogLoader,
+        templates: Templates = lambda: (),
+        search: Search | None = None,
+        version: CatalogVersion | None = None,
+        check_every: float = 1.0,
     ) -> None:
         self._load = load
         self._templates = templates
         self.search = search
+        self._version = version
+        self.check_every = check_every
+        """Seconds between looks at the catalog's version (tools an admin imported or a
+        tool source listed reach this process within that time)."""
         self._catalog: dict[str, ToolSpec] = {}
+        self._loaded_version: int | None = None
+        self._next_check = 0.0
 
     async def refresh(self) -> None:
+        # The version first: a change while the tools load is seen at the next check.
+        version = await self._version() if self._version is not None else None
         self._catalog = {tool.name: tool for tool in await self._load()}
+        self._loaded_version = version
+        self._next_check = time.monotonic() + self.check_every
 
     async def catalog(self) -> dict[str, ToolSpec]:
         if not self._catalog:
             await self.refresh()
+        elif self._version is not None and time.monotonic() >= self._next_check:
+            self._next_check = time.monotonic() + self.check_every
+            try:
+                moved = await self._version() != self._loaded_version
+            except ServiceError as error:  # toolsearch away: the copy we hold still serves
+                log.warning("catalog version unknown", extra={"fields": {"err": error.message}})
+                moved = False
+            if moved:
+                await self.refresh()
         return self._catalog
 
     async def offered(self, template: AgentTemplate) -> list[ToolSpec]:
@@ -227,6 +258,12 @@ class Toolbox:
         return None
 
 
-def catalog_from_json(rows: Sequence[tuple[str, str, str, str, int, str]]) -> list[ToolSpec]:
-    """(name, description, parameters_json, executor, timeout_seconds, risk) rows -> specs."""
-    return [ToolSpec(n, d, json.loads(p or "{}"), e, t, r or "low") for n, d, p, e, t, r in rows]
+CatalogRow = tuple[str, str, str, str, int, str, str]
+
+
+def catalog_from_json(rows: Sequence[CatalogRow]) -> list[ToolSpec]:
+    """(name, description, parameters_json, executor, timeout_seconds, risk,
+    remote_endpoint) rows -> specs."""
+    return [
+        ToolSpec(n, d, json.loads(p or "{}"), e, t, r or "low", u) for n, d, p, e, t, r, u in rows
+    ]

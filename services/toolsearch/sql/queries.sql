@@ -11,7 +11,7 @@ select pg_advisory_xact_lock(hashtext('toolsearch.catalog'));
 -- name: current_tools
 -- The current version of each named tool (active or not): what an upsert compares with.
 select name, version, description, parameters, executor, tags, active, type, category,
-       long_description, risk, deprecated, timeout_seconds, embedding_model
+       long_description, risk, deprecated, timeout_seconds, remote_endpoint, embedding_model
 from toolsearch.tools
 where is_current and name = any($1::text[]);
 
@@ -27,14 +27,14 @@ order by name;
 -- Current active rows of the named tools with their embedding in pgvector's binary form
 -- (2-byte dimensions, 2 unused bytes, big-endian float4s): no text to parse.
 select name, version, description, parameters, executor, tags, active, type, category,
-       long_description, risk, deprecated, timeout_seconds, embedding_model,
+       long_description, risk, deprecated, timeout_seconds, remote_endpoint, embedding_model,
        public.vector_send(embedding) as embedding
 from toolsearch.tools
 where is_current and active and name = any($1::text[]);
 
 -- name: list_tools
 select name, version, description, parameters, executor, tags, active, type, category,
-       long_description, risk, deprecated, timeout_seconds
+       long_description, risk, deprecated, timeout_seconds, remote_endpoint
 from toolsearch.tools
 where is_current and active and (cardinality($1::text[]) = 0 or name = any($1))
 order by name;
@@ -45,13 +45,15 @@ update toolsearch.tools set is_current = false where is_current and name = any($
 -- name: insert_version
 insert into toolsearch.tools (
     name, version, description, parameters, executor, tags, active, type, category,
-    long_description, risk, deprecated, embedding, embedding_model, is_current, timeout_seconds
-) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::real[]::vector, $14, true, $15);
+    long_description, risk, deprecated, embedding, embedding_model, is_current, timeout_seconds,
+    remote_endpoint
+) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::real[]::vector, $14, true, $15,
+    $16);
 
 -- name: stale_embeddings
 -- Current versions embedded by another model (or never): redone at start.
 select name, version, description, parameters, executor, tags, active, type, category,
-       long_description, risk, deprecated, timeout_seconds
+       long_description, risk, deprecated, timeout_seconds, remote_endpoint
 from toolsearch.tools
 where is_current and embedding_model is distinct from $1;
 

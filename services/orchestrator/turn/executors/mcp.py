@@ -16,37 +16,12 @@ from typing import Any
 from services.common.errors import ServiceError
 from services.orchestrator import metrics
 from services.orchestrator.agents.templates import AgentTemplate
-from services.orchestrator.peers.mcp_sources import McpSources, ToolOutcome
+from services.orchestrator.peers.mcp_sources import McpSources
 from services.orchestrator.peers.mesh_clients import HitlClient
+from services.orchestrator.peers.tool_source import ToolOutcome
+from services.orchestrator.turn.executors.executions import record_execution
 from services.orchestrator.turn.ledger import Ledger, LedgerCall
 from services.orchestrator.turn.port import TurnPort
-
-RUNTIME_USER = "runtime"
-"""The audit log's user of calls the runtime ran itself (the human is in the approval row)."""
-
-
-async def record_execution(
-    port: TurnPort,
-    ledger: Ledger,
-    hitl: HitlClient,
-    call: LedgerCall,
-    arguments: dict[str, Any],
-    outcome: ToolOutcome,
-    details: dict[str, Any],
-) -> None:
-    """The outcome of a call the runtime ran: the tool message, the ledger, the audit."""
-    state = "completed" if outcome.ok else "failed"
-    await port.complete(call, outcome.content, state)
-    await hitl.audit(
-        call.session_id,
-        "tool_execution",
-        state,
-        RUNTIME_USER,
-        call.call_id,
-        tool_name=call.tool_name,
-        original=arguments,
-        details={**details, "approval": call.reason or ""},
-    )
 
 
 class McpTools:
@@ -81,5 +56,5 @@ class McpTools:
             "duration_ms": round((time.perf_counter() - started) * 1000, 1),
             "error_code": code,
         }
-        await record_execution(self.port, self.ledger, self.hitl, call, arguments, outcome, details)
+        await record_execution(self.port, self.hitl, call, arguments, outcome, details)
         return False
