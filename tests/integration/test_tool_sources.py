@@ -16,13 +16,15 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.test_tool_policy import FINDER
 from tests.support.databases import add_template
 from tests.support.ide import ide, of
 from tests.support.mesh import INTERNAL_KEY, Mesh, running_mesh
 
 ADMIN = {"X-Internal-Auth": INTERNAL_KEY}
-SERVER = Path(__file__).parent.parent / "support" / "mcp_server.py"
+ROOT = Path(__file__).resolve().parent.parent.parent
+SERVER = ROOT / "tests" / "support" / "mcp_server.py"
+# The shipped example: retrieval over the weather source's tools ("weather.*").
+DESK = json.loads((ROOT / "examples" / "tool_sources" / "desk.template.json").read_text())
 WEATHER_TOOLS = {f"weather.{t}" for t in ("get_forecast", "add", "slow", "fail", "big", "unlock")}
 
 
@@ -40,7 +42,7 @@ def weather(**overrides: Any) -> dict[str, Any]:
 
 @pytest.fixture
 async def mesh(database_url: str) -> AsyncIterator[Mesh]:
-    await add_template(database_url, FINDER)
+    await add_template(database_url, DESK)
     async with running_mesh(database_url) as running:
         yield running
 
@@ -124,7 +126,7 @@ async def test_an_agent_finds_an_mcp_tool_by_search_and_its_result_reaches_the_m
         {"text": "Tomorrow in Paris: 18 C with light rain."},
     )
     async with ide(mesh, "mcp-1") as client:
-        events = await client.say("hello there", agent_type="finder")
+        events = await client.say("hello there", agent_type="desk")
     found = json.loads(tool_message(mesh.scripted.requests[-2]))
     assert "weather.get_forecast" in [t["name"] for t in found]
     assert tool_message(mesh.scripted.requests[-1]) == "Forecast for Paris: 18 C, light rain"

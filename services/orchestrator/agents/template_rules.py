@@ -16,7 +16,7 @@ The stored shape::
                       max_clarifications?, max_searches?, timeouts?, stop_conditions?}
                       (the optional ones: budgets.py)
     tool_policy      {mode: static | retrieval, allowed: [tool | "*" | "agent.<name>" |
-                      "agent.*"], required, max_tools}
+                      "agent.*" | "<source>.*"], required, max_tools}
     file_restrictions [regex], handoff [agent],
     hitl (alias approval_policy) {always_approve, never_approve, command_allow,
                       command_deny, read_only: [str]},
@@ -33,6 +33,7 @@ from services.common.errors import InvalidInput, NotFound
 from services.orchestrator.agents.budgets import OPTIONAL_KEYS, canonical_budgets
 
 ALL_TOOLS = "*"
+SOURCE_GLOB = re.compile(r"^[a-z][a-z0-9_-]{0,39}\.\*$")
 AGENT_TOOL_PREFIX = "agent."
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{1,63}$")
 BASE_CLASS_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
@@ -302,7 +303,9 @@ def check_references(
     exists = agents if callable(agents) else agents.__contains__
     for where, names in (("allowed", allowed), ("required", required)):
         unknown = [n for n in names if n != ALL_TOOLS and not n.startswith(AGENT_TOOL_PREFIX)]
-        unknown = [n for n in unknown if n not in tools]
+        # "<source>.*": every tool of a tool source, whenever the source lists them.
+        globs = {n for n in unknown if where == "allowed" and SOURCE_GLOB.match(n)}
+        unknown = [n for n in unknown if n not in tools and n not in globs]
         if unknown:
             raise UnknownTool(f"tool_policy.{where}: unknown tool(s) {unknown}", tools=unknown)
         # agent.<name> delegates to another template (agent-as-tool); agent.* to any.

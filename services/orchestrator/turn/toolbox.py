@@ -136,6 +136,13 @@ def agent_search_spec() -> ToolSpec:
     )
 
 
+def source_prefixes(allowed: Sequence[str]) -> tuple[str, ...]:
+    """``<source>.`` of each ``<source>.*`` in an allowed list (``agent.*`` is delegation)."""
+    return tuple(
+        n[:-1] for n in allowed if n.endswith(".*") and not n.startswith(AGENT_TOOL_PREFIX)
+    )
+
+
 def schema_tokens(tools: Sequence[ToolSpec]) -> int:
     """Roughly what the tools' schemas cost in the prompt (4 characters a token)."""
     return sum(t.schema_chars for t in tools) // 4
@@ -197,11 +204,18 @@ class Toolbox:
         if ALL_TOOLS in template.allowed_tools:
             tools = sorted(catalog.values(), key=lambda t: t.name)
         else:
-            missing = [n for n in template.allowed_tools if n not in catalog]
+            sources = source_prefixes(template.allowed_tools)
+            missing = [
+                n for n in template.allowed_tools if n not in catalog and n[:-1] not in sources
+            ]
             if missing:
                 await self.refresh()
                 catalog = self._catalog
             tools = [catalog[n] for n in template.allowed_tools if n in catalog]
+            named = {t.name for t in tools}
+            tools.extend(
+                catalog[n] for n in sorted(catalog) if n not in named and n.startswith(sources)
+            )
         if template.tool_policy.mode == "retrieval":
             tools.append(tool_search_spec())
         if template.handoff:
