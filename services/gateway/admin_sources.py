@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import grpc
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
@@ -25,6 +26,20 @@ def source_json(source: sources_pb2.ToolSource) -> dict[str, Any]:
         "created_at": source.created_at,
         "updated_at": source.updated_at,
         "state_since": source.state_since,
+    }
+
+
+async def sources_health(client: MeshClient) -> dict[str, Any]:
+    """``/health``'s view of the tool sources: state, since when and how many tools, per
+    source (no definitions, no errors: /health needs no key). Empty when the orchestrator
+    does not answer (its own status says so)."""
+    try:
+        reply = await client.sources.ListSources(sources_pb2.ListSourcesRequest(), timeout=2)
+    except grpc.aio.AioRpcError:
+        return {}
+    return {
+        s.name: {"state": s.state, "since": s.state_since, "tools": len(s.tools)}
+        for s in reply.sources
     }
 
 

@@ -21,6 +21,7 @@ from services.common import tracing
 from services.common.settings import Settings
 from services.gateway import openai_api
 from services.gateway.admin import install_admin
+from services.gateway.admin_sources import sources_health
 from services.gateway.auth import Authenticator, Forbidden, Unauthorized
 from services.gateway.browsers import install_browser_guards
 from services.gateway.keys import KeyCheck, MeshKeyChecker
@@ -123,6 +124,8 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
                 name: {"status": services[name], "since": since}
                 for name, since in down_since.items()
             },
+            # MCP servers as this gateway's orchestrator sees them (never makes it unhealthy).
+            "tool_sources": await sources_health(client),
         }
         return JSONResponse(body, status_code=200 if healthy else 503)
 

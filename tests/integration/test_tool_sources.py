@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 SERVER = ROOT / "tests" / "support" / "mcp_server.py"
 # The shipped example: retrieval over the weather source's tools ("weather.*").
 DESK = json.loads((ROOT / "examples" / "tool_sources" / "desk.template.json").read_text())
-WEATHER_TOOLS = {f"weather.{t}" for t in ("get_forecast", "add", "slow", "fail", "big", "unlock")}
+TOOLS = ("get_forecast", "add", "slow", "fail", "big", "unlock", "crash")
+WEATHER_TOOLS = {f"weather.{t}" for t in TOOLS}
 
 
 def weather(**overrides: Any) -> dict[str, Any]:
@@ -83,6 +84,8 @@ async def test_a_registered_source_puts_its_tools_in_the_catalog_until_removed(
     assert tools["weather.fail"]["risk"] == "high"
     listed = (await http.get("/admin/tool-sources")).json()["sources"]
     assert [(s["name"], s["state"]) for s in listed] == [("weather", "connected")]
+    health = (await http.get("/health")).json()["tool_sources"]
+    assert health["weather"]["state"] == "connected" and health["weather"]["tools"] == 7
 
     narrowed = await register(http, allowed_tools=["get_*", "add"])
     assert set(narrowed["tools"]) == {"weather.get_forecast", "weather.add"}
@@ -209,3 +212,33 @@ async def test_a_tool_added_at_run_time_joins_the_catalog(
     assert (await catalog(http))["weather.radar"]["executor"] == "mcp"
     source = (await http.get("/admin/tool-sources/weather")).json()
     assert "weather.radar" in source["tools"]
+
+
+async def test_a_server_that_dies_is_started_again_and_serves_the_next_call(
+    mesh: Mesh, http: httpx.AsyncClient
+) -> None:
+    first = await register(http)
+    mesh.scripted.enqueue(
+        {"tool_calls": [{"name": "weather.crash", "arguments": {}}]},
+        {"text": "it crashed"},
+    )
+    async with ide(mesh, "mcp-5") as client:
+        await client.say("crash it", agent_type="coder")
+    crashed = await mesh.pool.fetchval(
+        "select state from orchestrator.tool_calls where session_id = 'mcp-5'"
+    )
+    assert crashed == "failed"
+    source: dict[str, Any] = {}
+    for _ in range(100):  # back-off: the first retry comes within a second
+        source = (await http.get("/admin/tool-sources/weather")).json()
+        if source["state"] == "connected" and source["state_since"] != first["state_since"]:
+            break
+        await asyncio.sleep(0.1)
+    assert source["state"] == "connected" and source["state_since"] != first["state_since"]
+    mesh.scripted.enqueue(
+        {"tool_calls": [{"name": "weather.add", "arguments": {"a": 2, "b": 3}}]},
+        {"text": "5"},
+    )
+    async with ide(mesh, "mcp-6") as client:
+        await client.say("add them", agent_type="coder")
+    assert tool_message(mesh.scripted.requests[-1]) == "5"

@@ -2,12 +2,14 @@
 
 Run as ``python tests/support/mcp_server.py``. Its tools: a weather forecast and a sum
 (quick), ``slow`` (sleeps), ``fail`` (the tool's own error), ``big`` (a long output) and
-``unlock``, which adds a tool at run time and tells listening clients the list changed.
+``unlock``, which adds a tool at run time and tells listening clients the list changed,
+and ``crash``, which ends the process.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -45,6 +47,12 @@ def fail(reason: str) -> str:
 def big(characters: int) -> str:
     """Return a text of the given length."""
     return "x" * characters
+
+
+@server.tool()
+def crash() -> str:
+    """Stop this server's process at once (the client sees the connection drop)."""
+    os._exit(3)
 
 
 @server.tool()
