@@ -19,7 +19,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench import commands, concurrency, latency, persistence, soak, throughput, tools
+from bench import (
+    commands,
+    concurrency,
+    latency,
+    persistence,
+    retrieval,
+    soak,
+    throughput,
+    tools,
+)
 from bench.mesh import PGDATA, BenchMesh, embedded_server, raise_open_file_limit, running_mesh
 from bench.procs import mesh_processes
 from bench.report import Figure, publish
@@ -183,6 +192,7 @@ async def run(k: dict[str, Any]) -> tuple[list[Figure], dict[str, float], dict[s
                 "tool search", lambda: tools.measure(mesh, k["tool_catalogs"], k["searches"])
             )
             await sections.run("command policy", commands.measure)
+            await sections.run("tool retrieval", lambda: retrieval.measure(server.dsn))
         finally:
             await upstream.close()
     return sections.figures, sections.timings, dict(mesh.problems.most_common(20))

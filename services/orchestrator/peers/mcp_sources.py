@@ -154,7 +154,6 @@ class SourceConnection:
         while True:
             try:
                 await self._connected()
-                failures = 0
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # the server, its transport or its listing failed
@@ -164,6 +163,8 @@ class SourceConnection:
                     extra={"fields": {"source": self.source.name, "err": self.error}},
                 )
             finally:
+                # A connection that served starts the back-off over.
+                failures = 0 if self._ready.is_set() else failures
                 self._ready.clear()
                 self._client = None
             failures += 1
