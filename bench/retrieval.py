@@ -9,8 +9,9 @@ It runs its own toolsearch on a fresh database, so the mesh's catalog is untouch
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -20,7 +21,7 @@ from bench.report import Figure, num
 from codelab.v1 import toolsearch_pb2 as pb
 from codelab.v1 import toolsearch_pb2_grpc as pb_grpc
 from services.common.channels import internal_channel
-from services.common.db import create_pool
+from services.common.db import Pool, create_pool
 from services.common.runner import migrate
 from services.common.settings import Settings
 from services.orchestrator.turn.toolbox import ToolSpec, schema_tokens
@@ -132,24 +133,31 @@ async def offered_sets(
     )
 
 
+@contextlib.asynccontextmanager
+async def running_toolsearch(pool: Pool) -> AsyncIterator[pb_grpc.ToolSearchAsyncStub]:
+    """A toolsearch server over ``pool`` (migrated) on a free port, and a stub to it."""
+    settings = Settings(internal_api_key=KEY, metrics_port_offset=0)
+    server, port = await toolsearch.build(settings, pool, "127.0.0.1:0", ToolSearchConfig())
+    await server.start()
+    channel = internal_channel(f"127.0.0.1:{port}", KEY)
+    try:
+        yield cast("pb_grpc.ToolSearchAsyncStub", pb_grpc.ToolSearchStub(channel))
+    finally:
+        await channel.close()
+        await server.stop(0.5)
+
+
 async def measure(server_dsn: str) -> list[Figure]:
     """Import the slice into a toolsearch of its own; one row per ``max_tools``."""
-    settings = Settings(internal_api_key=KEY, metrics_port_offset=0)
     async with fresh_database(server_dsn) as dsn:
         pool = await create_pool(dsn)
-        await migrate(pool, toolsearch.MIGRATIONS)
-        server, port = await toolsearch.build(settings, pool, "127.0.0.1:0", ToolSearchConfig())
-        await server.start()
-        channel = internal_channel(f"127.0.0.1:{port}", KEY)
-        stub = cast("pb_grpc.ToolSearchAsyncStub", pb_grpc.ToolSearchStub(channel))
         try:
-            tools = seal_tools()
-            await stub.UpsertTools(pb.UpsertToolsRequest(tools=tools))
-            queries = seal_queries()
-            runs = [await offered_sets(stub, queries, k) for k in MAX_TOOLS]
+            await migrate(pool, toolsearch.MIGRATIONS)
+            async with running_toolsearch(pool) as stub:
+                await stub.UpsertTools(pb.UpsertToolsRequest(tools=seal_tools()))
+                queries = seal_queries()
+                runs = [await offered_sets(stub, queries, k) for k in MAX_TOOLS]
         finally:
-            await channel.close()
-            await server.stop(0.5)
             await pool.close()
     return [figure(run) for run in runs]
 

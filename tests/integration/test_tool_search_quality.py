@@ -10,24 +10,26 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import cast
 
 import pytest
 
-from bench.retrieval import HIT_TARGET, MAX_TOOLS, SHARE_TARGET, Offered, Query, offered_sets
+from bench.retrieval import (
+    HIT_TARGET,
+    MAX_TOOLS,
+    SHARE_TARGET,
+    Offered,
+    Query,
+    offered_sets,
+    running_toolsearch,
+)
 from bench.retrieval import seal_queries as load_queries
 from bench.retrieval import seal_tools as load_tools
 from codelab.v1 import toolsearch_pb2 as pb
 from codelab.v1 import toolsearch_pb2_grpc as pb_grpc
-from services.common.channels import internal_channel
 from services.common.db import create_pool
-from services.common.settings import Settings
-from services.toolsearch import server as toolsearch
-from services.toolsearch.config import ToolSearchConfig
 from services.toolsearch.ranking import mean, ndcg_at_k, recall_at_k
 from tests.support.databases import clone_database, drop_database
 
-KEY = "quality-test-key"
 # Hybrid is asked for as UNSPECIFIED: what a caller that sets no mode gets.
 MODES: dict[str, pb.SearchMode.ValueType] = {
     "lexical": pb.SEARCH_MODE_LEXICAL,
@@ -55,43 +57,41 @@ async def measured(pg_template: str) -> AsyncIterator[tuple[Metrics, Metrics, li
     offered at each ``max_tools`` of the bench; the slice is embedded once."""
     dsn = await clone_database(pg_template)
     pool = await create_pool(dsn)
-    settings = Settings(internal_api_key=KEY, metrics_port_offset=0)
-    server, port = await toolsearch.build(settings, pool, "127.0.0.1:0", ToolSearchConfig())
-    await server.start()
-    channel = internal_channel(f"127.0.0.1:{port}", KEY)
-    stub = cast("pb_grpc.ToolSearchAsyncStub", pb_grpc.ToolSearchStub(channel))
     try:
-        tools = load_tools()
-        reply = await stub.UpsertTools(pb.UpsertToolsRequest(tools=tools))
-        assert reply.embedded == len(tools) == 800
-        queries = load_queries()
-        ranked: dict[tuple[str, str], list[str]] = {}
-        gate = asyncio.Semaphore(4)
-
-        async def run(query: Query, mode: str) -> None:
-            request = pb.SearchToolsRequest(query=query.text, top_k=10, mode=MODES[mode])
-            async with gate:
-                found = await stub.SearchTools(request)
-            ranked[query.id, mode] = [r.tool.name for r in found.results]
-
-        for mode in MODES:
-            await asyncio.gather(*(run(q, mode) for q in queries))
-        parts: list[Metrics] = []
-        for held_out in (True, False):
-            part = [q for q in queries if q.held_out == held_out]
-            metrics: Metrics = {}
-            for mode in MODES:
-                runs = [(ranked[q.id, mode], q.gold) for q in part]
-                metrics[mode, "recall@5"] = mean([recall_at_k(r, g, 5) for r, g in runs])
-                metrics[mode, "ndcg@10"] = mean([ndcg_at_k(r, g, 10) for r, g in runs])
-            parts.append(metrics)
-        offered = [await offered_sets(stub, queries, k) for k in MAX_TOOLS]
-        yield parts[0], parts[1], offered
+        async with running_toolsearch(pool) as stub:
+            yield await measure(stub)
     finally:
-        await channel.close()
-        await server.stop(0.5)
         await pool.close()
         await drop_database(pg_template, dsn)
+
+
+async def measure(stub: pb_grpc.ToolSearchAsyncStub) -> tuple[Metrics, Metrics, list[Offered]]:
+    tools = load_tools()
+    reply = await stub.UpsertTools(pb.UpsertToolsRequest(tools=tools))
+    assert reply.embedded == len(tools) == 800
+    queries = load_queries()
+    ranked: dict[tuple[str, str], list[str]] = {}
+    gate = asyncio.Semaphore(4)
+
+    async def run(query: Query, mode: str) -> None:
+        request = pb.SearchToolsRequest(query=query.text, top_k=10, mode=MODES[mode])
+        async with gate:
+            found = await stub.SearchTools(request)
+        ranked[query.id, mode] = [r.tool.name for r in found.results]
+
+    for mode in MODES:
+        await asyncio.gather(*(run(q, mode) for q in queries))
+    parts: list[Metrics] = []
+    for held_out in (True, False):
+        part = [q for q in queries if q.held_out == held_out]
+        metrics: Metrics = {}
+        for mode in MODES:
+            runs = [(ranked[q.id, mode], q.gold) for q in part]
+            metrics[mode, "recall@5"] = mean([recall_at_k(r, g, 5) for r, g in runs])
+            metrics[mode, "ndcg@10"] = mean([ndcg_at_k(r, g, 10) for r, g in runs])
+        parts.append(metrics)
+    offered = [await offered_sets(stub, queries, k) for k in MAX_TOOLS]
+    return parts[0], parts[1], offered
 
 
 Measured = tuple[Metrics, Metrics, list[Offered]]
