@@ -16,6 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
+from services.common.asgi import running_asgi
+from tests.support import mcp_server
 from tests.support.databases import add_template
 from tests.support.ide import ide, of
 from tests.support.mesh import INTERNAL_KEY, Mesh, running_mesh
@@ -242,3 +244,51 @@ async def test_a_server_that_dies_is_started_again_and_serves_the_next_call(
     async with ide(mesh, "mcp-6") as client:
         await client.say("add them", agent_type="coder")
     assert tool_message(mesh.scripted.requests[-1]) == "5"
+
+
+def require_token(app: Any, expected: str) -> Any:
+    """The MCP app behind a bearer check (what a hosted server does with its key)."""
+
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        headers = dict(scope.get("headers") or [])
+        if scope["type"] == "http" and headers.get(b"authorization") != expected.encode():
+            await send({"type": "http.response.start", "status": 401, "headers": []})
+            await send({"type": "http.response.body", "body": b"no"})
+            return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+async def test_a_streamable_http_source_sends_headers_filled_from_the_secrets(
+    database_url: str,
+) -> None:
+    app = require_token(mcp_server.server.streamable_http_app(), "Bearer s3cret")
+    async with (
+        running_asgi(app, lifespan="on") as port,
+        running_mesh(database_url, tool_secrets={"DESK_TOKEN": "s3cret"}) as mesh,
+        httpx.AsyncClient(base_url=mesh.gateway_url, timeout=30, headers=ADMIN) as http,
+    ):
+        remote = {
+            "name": "desk",
+            "transport": "streamable-http",
+            "url": f"http://127.0.0.1:{port}/mcp",
+            "headers": {"Authorization": "Bearer ${DESK_TOKEN}"},
+            "risk": "low",
+        }
+        reply = await http.post("/admin/tool-sources", json=remote)
+        body = reply.json()
+        assert body["state"] == "connected" and "desk.get_forecast" in body["tools"]
+        assert body["headers"] == {"Authorization": "Bearer ${DESK_TOKEN}"}
+        mesh.scripted.enqueue(
+            {"tool_calls": [{"name": "desk.add", "arguments": {"a": 20, "b": 22}}]},
+            {"text": "42"},
+        )
+        async with ide(mesh, "mcp-http") as client:
+            await client.say("add", agent_type="coder")
+        assert tool_message(mesh.scripted.requests[-1]) == "42"
+
+        wrong = {**remote, "name": "nokey", "headers": {"Authorization": "Bearer ${OTHER}"}}
+        refused = await http.post("/admin/tool-sources", json=wrong, params={"wait_seconds": 1})
+        assert refused.json()["state"] == "failed"
+        assert "TOOL_SECRET_OTHER" in refused.json()["last_error"]

@@ -30,12 +30,11 @@ def source(**fields: Any) -> dict[str, Any]:
 
 
 def test_a_definition_keeps_what_its_transport_uses_and_shows_no_literal_secret() -> None:
-    parsed = parse_source(
-        source(env={"TOKEN": "s3cret", "REF": "${DOCS_TOKEN}"}, url="http://ignored")
-    )
+    env = {"TOKEN": "s3cret", "REF": "${DOCS_TOKEN}", "AUTH": "Bearer ${T}", "MIX": "k${T}x"}
+    parsed = parse_source(source(env=env, url="http://ignored"))
     assert parsed.url == "" and parsed.risk == "medium" and parsed.timeout_seconds == 30
     shown = parsed.as_json()
-    assert shown["env"] == {"TOKEN": REDACTED, "REF": "${DOCS_TOKEN}"}
+    assert shown["env"] == {**env, "TOKEN": REDACTED, "MIX": REDACTED}
     assert "url" not in shown and parse_source(parsed.as_json(redact=False)) == parsed
 
 

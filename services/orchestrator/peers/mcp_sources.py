@@ -36,6 +36,9 @@ from services.orchestrator.state.tool_sources import SourceStore
 log = logging.getLogger(__name__)
 
 EXECUTOR = "mcp"
+SWEEP_GRACE = 30
+"""Seconds added to a source's timeout in the catalog: the tool-timeout sweep closes a
+running call only when the replica running it died, never while its own timeout runs."""
 PING_EVERY = 10.0
 """Seconds between liveness pings of a server that cannot push list changes."""
 
@@ -135,7 +138,8 @@ class SourceConnection:
         self.state, self.error = state, error
         metrics.TOOL_SOURCE_UP.labels(self.source.name).set(1 if state == "connected" else 0)
 
-    def _target(self) -> Any:
+    async def _target(self, stack: contextlib.AsyncExitStack) -> Any:
+        """What ``Client`` connects to; an HTTP client of ours closes with ``stack``."""
         source = self.source
         if source.transport == "stdio":
             return StdioServerParameters(
@@ -147,6 +151,7 @@ class SourceConnection:
             headers=resolve_secrets(source.headers, self.secrets),
             timeout=httpx2.Timeout(30.0, read=300.0),
         )
+        await stack.enter_async_context(http)
         return streamable_http_client(source.url, http_client=http)
 
     async def _run(self) -> None:
@@ -173,8 +178,10 @@ class SourceConnection:
                 self._set_state("connecting")
 
     async def _connected(self) -> None:
-        client = Client(self._target(), message_handler=self._on_message, cache=None)
-        async with client:
+        async with contextlib.AsyncExitStack() as stack:
+            target = await self._target(stack)
+            client = Client(target, message_handler=self._on_message, cache=None)
+            await stack.enter_async_context(client)
             await self._refresh(client)
             self._client = client
             self._set_state("connected")
@@ -220,7 +227,7 @@ class SourceConnection:
                 risk=source.risk_of(t.name),
                 category=source.name,
                 tags=("mcp", source.name),
-                timeout_seconds=source.timeout_seconds,
+                timeout_seconds=source.timeout_seconds + SWEEP_GRACE,
             )
             for t in admitted
         ]

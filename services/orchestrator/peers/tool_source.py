@@ -22,6 +22,8 @@ RISKS = ("low", "medium", "high")
 SOURCE_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 _TOOL_CHAR = re.compile(r"[^A-Za-z0-9_.\-]")
 _SECRET = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# A value shown as is: one reference, behind an auth scheme at most ("Bearer ${TOKEN}").
+_SHOWN = re.compile(r"^(?:[A-Za-z-]+ )?\$\{[A-Za-z_][A-Za-z0-9_]*\}$")
 REDACTED = "***"
 DEFAULT_TIMEOUT = 30
 DEFAULT_OUTPUT_CHARS = 16_000
@@ -79,12 +81,12 @@ class ToolSource:
 
     def as_json(self, redact: bool = True) -> dict[str, Any]:
         """The canonical definition; ``redact``: literal env/header values are hidden
-        (``${NAME}`` references are shown, they hold no secret)."""
+        (``${NAME}`` references, with an auth scheme before, are shown: no secret there)."""
 
         def shown(values: Mapping[str, str]) -> dict[str, str]:
             if not redact:
                 return dict(values)
-            return {k: v if _SECRET.fullmatch(v) else REDACTED for k, v in values.items()}
+            return {k: v if _SHOWN.match(v) else REDACTED for k, v in values.items()}
 
         body: dict[str, Any] = {"name": self.name, "transport": self.transport}
         if self.transport == "stdio":
