@@ -312,7 +312,7 @@ class Runtime:
                     SCRATCH.reset(token)
         finally:
             loop.end(sid)
-        status = loop.last_done.pop(sid, "")
+        status = loop.take_last_done(sid)
         target = DONE_STATES.get(status)
         await self.store.end_turn(
             sid,
