@@ -338,7 +338,9 @@ class Runtime:
         try:
             await task
         except asyncio.CancelledError:
-            pass
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # the worker itself is stopped (shutdown): not the user's cancel
         except Exception:
             # A bug, not an expected failure: log it, tell the client, keep the session usable.
             log.exception("message handling crashed")
