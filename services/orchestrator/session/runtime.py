@@ -186,8 +186,10 @@ class Runtime:
                 await self._started(sid, cid)
                 running = self._running.get(sid)
                 if running is not None and not running.done():
-                    # The worker sees the interrupted task and closes the turn itself.
+                    # The worker sees the interrupted task and closes the turn itself; a
+                    # cancel that comes before it has goes through the inbox.
                     running.cancel()
+                    self._cancelling.add(sid)
                     self._live.get(sid, set()).discard(cid or "")
                     return "accepted"
                 # The turn ended meanwhile: an idle session's cancel, through the inbox.

@@ -164,7 +164,12 @@ class Toolbox:
         if ALL_TOOLS in template.allowed_tools:
             tools = sorted(catalog.values(), key=lambda t: t.name)
         else:
-            missing = [n for n in template.allowed_tools if n not in catalog]
+            # agent.<name> tools are the runtime's, never the catalog's: not unknown.
+            missing = [
+                n
+                for n in template.allowed_tools
+                if n not in catalog and not n.startswith(AGENT_TOOL_PREFIX)
+            ]
             if missing:
                 await self.refresh()
                 catalog = self._catalog
