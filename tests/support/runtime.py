@@ -35,7 +35,7 @@ class Turns:
 
     def __init__(self, hub: SessionHub) -> None:
         self.hub = hub
-        self.loop = self  # the runtime reads the loop's begin/end/last_done through it
+        self.loop = self  # the runtime reads the loop's begin/end/take_last_done through it
         self.plans = self
         self.handled: list[tuple[str, str]] = []
         self.gates: dict[str, asyncio.Event] = {}
@@ -52,6 +52,9 @@ class Turns:
 
     def end(self, sid: str) -> None:
         pass
+
+    def take_last_done(self, sid: str) -> str:
+        return self.last_done.pop(sid, "")
 
     async def done(self, sid: str, status: str, *before: pb.ServerEvent) -> None:
         for event in before:

@@ -28,7 +28,6 @@ from services.orchestrator.session import inputs as inputs_module
 from services.orchestrator.session.inputs import Inputs
 from services.orchestrator.state.hub import SessionHub
 from services.orchestrator.state.store import SessionStore
-from services.orchestrator.turn.executors.plans import PlanRunner
 from services.orchestrator.turn.ledger import Ledger
 from services.orchestrator.turn.loop import AgentLoop
 from services.orchestrator.turn.toolbox import Toolbox, ToolSpec
@@ -75,12 +74,13 @@ async def routing_over(pool: Pool, multi_agent_mode: bool = True) -> AsyncIterat
     hitl_channel = internal_channel("127.0.0.1:1", INTERNAL_KEY)  # routing never asks hitl
     hitl = HitlClient(cast("hitl_pb2_grpc.HitlAsyncStub", hitl_pb2_grpc.HitlStub(hitl_channel)))
     async with scripted_llm() as (proxy, llm):
-        loop = AgentLoop(store, Ledger(pool), hub, llm, agents, Toolbox(no_tools), hitl)
-        loop.directory = AgentDirectory(agents)  # BM25 here: toolsearch is not asked
+        # BM25 here: toolsearch is not asked
+        directory = AgentDirectory(agents)
+        loop = AgentLoop(store, Ledger(pool), hub, llm, agents, Toolbox(no_tools), hitl, directory)
         try:
             for sid in ("s1", "s2"):
                 await store.attach(sid, "u1", agents.entry)
-            yield Routing(Inputs(loop, PlanRunner(loop)), proxy, store, hub)
+            yield Routing(Inputs(loop, loop.plans), proxy, store, hub)
         finally:
             await hub.close()
             await hitl_channel.close()
