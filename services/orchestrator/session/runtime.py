@@ -34,6 +34,7 @@ from services.orchestrator.state.hub import SessionHub, Subscription
 from services.orchestrator.state.session_states import TERMINAL, SessionState, sources_of
 from services.orchestrator.state.store import SessionStore
 from services.orchestrator.turn.executors.ide import tool_call_event
+from services.orchestrator.turn.executors.plans import PlanDecision
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,20 @@ def _details(raw: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return parsed if isinstance(parsed, dict) else None
+
+
+_PLAN_DECISIONS = {
+    pb.DECISION_APPROVE: "approve",
+    pb.DECISION_REJECT: "reject",
+    pb.DECISION_MODIFY: "modify",
+}
+
+
+def plan_decision(message: pb.PlanDecision) -> PlanDecision:
+    """The IDE's plan decision as the plan runner reads it."""
+    feedback = message.feedback if message.HasField("feedback") else None
+    name = _PLAN_DECISIONS.get(message.decision, "unknown")
+    return PlanDecision(message.approval_request_id, name, feedback)
 
 
 class Runtime:
@@ -373,7 +388,7 @@ class Runtime:
             elif kind == "hitl_decision":
                 await inputs.hitl_decision(sid, user_id, item.hitl_decision)
             elif kind == "plan_decision":
-                await inputs.plans.decide(sid, user_id, item.plan_decision)
+                await inputs.plans.decide(sid, user_id, plan_decision(item.plan_decision))
             elif kind == "switch_agent":
                 await inputs.switch_agent(sid, item.switch_agent)
             elif kind == "cancel":
