@@ -24,6 +24,7 @@ from services.orchestrator.session.tool_timeouts import ToolTimeouts
 from services.orchestrator.state import events
 from services.orchestrator.state.hub import SessionHub
 from services.orchestrator.state.store import SessionStore, TurnStart
+from services.orchestrator.turn.loop import ReadAhead
 from services.orchestrator.turn.toolbox import ToolSpec
 
 T = TypeVar("T")
@@ -46,9 +47,12 @@ class Turns:
     def background(work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
         return asyncio.create_task(work)
 
-    def begin(self, sid: str, start: TurnStart, history: asyncio.Task[Any] | None) -> None:
-        if history is not None:
-            history.cancel()
+    def read_ahead(self, sid: str) -> ReadAhead:
+        return ReadAhead(None, None)
+
+    def begin(self, sid: str, start: TurnStart, ahead: ReadAhead | None) -> None:
+        if ahead is not None:
+            ahead.cancel()
 
     def end(self, sid: str) -> None:
         pass

@@ -299,9 +299,10 @@ class Runtime:
     async def _run_started(self, sid: str, user_id: str, item: Item) -> None:
         research = SessionState.RESEARCHING
         loop = self.inputs.loop
-        # A user message's first model call needs the history: read it beside the start.
+        # A user message's first model call needs the history and the hand-over context:
+        # read them beside the start.
         is_user = isinstance(item, pb.ClientMessage) and item.HasField("user_message")
-        history = loop.background(self.store.context(sid)) if is_user else None
+        ahead = loop.read_ahead(sid) if is_user else None
         try:
             start = await self.store.begin_turn(
                 sid,
@@ -309,10 +310,10 @@ class Runtime:
                 [state.value for state in sources_of(research)],
             )
         except BaseException:
-            if history is not None:
-                history.cancel()
+            if ahead is not None:
+                ahead.cancel()
             raise
-        loop.begin(sid, start, history)
+        loop.begin(sid, start, ahead)
         agent = start.session.current_agent
         version = start.session.agent_versions.get(agent)
         agent = agent if self.agents.has(agent) or version else self.agents.entry

@@ -37,7 +37,12 @@ from services.orchestrator.turn.executors.local import LocalTools
 from services.orchestrator.turn.executors.plans import PlanRunner
 from services.orchestrator.turn.executors.system_tools import SystemTools
 from services.orchestrator.turn.file_rules import check_paths
-from services.orchestrator.turn.handover import Handover, read_handover
+from services.orchestrator.turn.handover import (
+    Handover,
+    SessionContext,
+    handover_for,
+    read_context,
+)
 from services.orchestrator.turn.ledger import Ledger, LedgerCall
 from services.orchestrator.turn.model_step import ModelCall, ModelStep
 from services.orchestrator.turn.port import Executor
@@ -52,6 +57,19 @@ from services.orchestrator.turn.task_limits import (
 from services.orchestrator.turn.toolbox import Toolbox
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class ReadAhead:
+    """Reads started beside a user message's start, each taken once by its first use."""
+
+    history: asyncio.Task[list[StoredMessage]] | None
+    context: asyncio.Task[SessionContext] | None
+
+    def cancel(self) -> None:
+        for task in (self.history, self.context):
+            if task is not None:
+                task.cancel()
 
 
 @dataclass(frozen=True)
@@ -97,7 +115,7 @@ class AgentLoop:
         self._starts: dict[str, TurnStart] = {}
         # The last switch of the message being handled: (from, to, reason).
         self._switched: dict[str, tuple[str, str, str]] = {}
-        self._histories: dict[str, asyncio.Task[list[StoredMessage]]] = {}
+        self._ahead: dict[str, ReadAhead] = {}
         # The status of the last `done` per session, for the session state machine.
         self._last_done: dict[str, str] = {}
         self.records = Records(store.pool)
@@ -147,25 +165,30 @@ class AgentLoop:
         parent = self._parents[sid]
         return parent[0] if parent else sid
 
-    def begin(
-        self, sid: str, start: TurnStart, history: asyncio.Task[list[StoredMessage]] | None
-    ) -> None:
+    def read_ahead(self, sid: str) -> ReadAhead:
+        """Start reading what a user message's first model call needs, beside its start."""
+        return ReadAhead(
+            background(self.store.context(sid)),
+            background(read_context(self.store.pool, sid)),
+        )
+
+    def begin(self, sid: str, start: TurnStart, ahead: ReadAhead | None) -> None:
         """A message of ``sid`` is being handled; ``start`` is what its turn read and
-        ``history`` the session's history as it was read beside it (for a user message)."""
+        ``ahead`` what was read beside it (for a user message)."""
         self._rows[sid] = start.session
         self._parents[sid] = start.parent
         self._starts[sid] = start
-        if history is not None:
-            self._histories[sid] = history
+        if ahead is not None:
+            self._ahead[sid] = ahead
 
     def end(self, sid: str) -> None:
         """The message is handled: forget what was read for it (delegates' rows too)."""
         self._starts.pop(sid, None)
         for key in [k for k in self._switched if k == sid or k.startswith(sid + ".")]:
             del self._switched[key]
-        history = self._histories.pop(sid, None)
-        if history is not None:
-            history.cancel()
+        ahead = self._ahead.pop(sid, None)
+        if ahead is not None:
+            ahead.cancel()
         for key in [k for k in self._rows if k == sid or k.startswith(sid + ".")]:
             del self._rows[key]  # a delegate's session id is "<parent>.<call id>"
 
@@ -175,7 +198,11 @@ class AgentLoop:
 
     def take_history(self, sid: str) -> asyncio.Task[list[StoredMessage]] | None:
         """The history read beside the message's start, once (None when not read)."""
-        return self._histories.pop(sid, None)
+        ahead = self._ahead.get(sid)
+        if ahead is None or ahead.history is None:
+            return None
+        history, ahead.history = ahead.history, None
+        return history
 
     def new_turn(self, sid: str) -> None:
         """A user's message starts a turn: its per-turn budget starts from zero."""
@@ -326,7 +353,13 @@ class AgentLoop:
     async def handover(self, sid: str, agent: str) -> Handover:
         """What ``agent`` is told of the session it serves; a switch of this message may
         still be on its way to Postgres: the one in memory is the latest."""
-        handover = await read_handover(self.store.pool, sid, agent)
+        ahead = self._ahead.get(sid)
+        if ahead is not None and ahead.context is not None:  # the first call's, read ahead
+            read, ahead.context = ahead.context, None
+            context = await read
+        else:
+            context = await read_context(self.store.pool, sid)
+        handover = handover_for(context, agent)
         switched = self._switched.get(sid)
         if switched is not None and switched[1] == agent and switched[0] != agent:
             handover = dataclasses.replace(handover, previous_agent=switched[0], reason=switched[2])
