@@ -19,7 +19,8 @@ from typing import Protocol
 
 import grpc
 
-from services.common.settings import Settings, SettingsError
+from services.common.errors import SettingsError
+from services.common.settings import Settings
 
 ADMIN_USER = "admin"
 

@@ -30,8 +30,9 @@ from services.llmproxy.errors import (
     LlmStreamInterrupted,
     LlmTimeout,
     LlmUnavailable,
+    UpstreamStatus,
 )
-from services.llmproxy.http_stream import StreamingHttp, UpstreamStatus
+from services.llmproxy.http_stream import StreamingHttp
 from services.llmproxy.sse import SseParser
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from services.common.settings import SettingsError
+from services.common.errors import SettingsError
 from services.toolsearch.bm25 import Bm25Index, tokenize
 from services.toolsearch.catalog import SearchFilters, Tool, split_identifier
 from services.toolsearch.config import ToolSearchConfig

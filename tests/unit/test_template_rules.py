@@ -8,15 +8,9 @@ import pytest
 
 from services.common.errors import InvalidInput
 from services.orchestrator.agents.agent_search import search_agents
-from services.orchestrator.agents.template_rules import (
-    BadFileRule,
-    InvalidTemplate,
-    UnknownAgent,
-    UnknownTool,
-    canonical,
-    check_references,
-)
+from services.orchestrator.agents.template_rules import canonical, check_references
 from services.orchestrator.agents.templates import AgentTemplate, builtin_definitions
+from services.orchestrator.errors import BadFileRule, InvalidTemplate, UnknownAgent, UnknownTool
 
 MINIMAL = {
     "name": "helper",

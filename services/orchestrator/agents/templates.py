@@ -30,11 +30,11 @@ from services.orchestrator.agents.template_rules import (
     ALL_TOOLS,
     DEFAULT_BASE_CLASS,
     EXECUTION_DEFAULTS,
-    AgentNotFound,
     canonical,
     upgrade,
 )
 from services.orchestrator.agents.template_store import TemplateRow, TemplateStore
+from services.orchestrator.errors import AgentNotFound
 
 log = logging.getLogger(__name__)
 BUILTIN_FILE = Path(__file__).parent / "agent_templates.json"
@@ -50,7 +50,6 @@ __all__ = [
     "ORCHESTRATOR",
     "PROTECTED",
     "UNIVERSAL",
-    "AgentNotFound",
     "AgentRegistry",
     "AgentTemplate",
     "ToolPolicy",

@@ -16,8 +16,8 @@ import grpc
 from codelab.v1 import llmproxy_pb2 as pb
 from codelab.v1 import llmproxy_pb2_grpc as pb_grpc
 from services.common.channels import error_code
-from services.common.errors import ErrorKind, ServiceError
 from services.orchestrator import spans
+from services.orchestrator.errors import LlmFailure
 from services.orchestrator.state.store import StoredMessage
 from services.orchestrator.turn.toolbox import ToolSpec
 
@@ -54,13 +54,6 @@ def retry_delay(
     if code in RETRIED_CODES and attempt < retries:
         return float(min(TURN_BACKOFF * 2**attempt, TURN_BACKOFF_MAX))
     return None
-
-
-class LlmFailure(ServiceError):
-    """The model could not answer; ``code`` says why (LLM_TIMEOUT, LLM_ERROR, ...)."""
-
-    code = "LLM_ERROR"
-    kind = ErrorKind.UNAVAILABLE
 
 
 @dataclass(frozen=True)

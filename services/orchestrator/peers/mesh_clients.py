@@ -16,9 +16,10 @@ import grpc
 
 from codelab.v1 import common_pb2, hitl_pb2, hitl_pb2_grpc, toolsearch_pb2, toolsearch_pb2_grpc
 from services.common.channels import error_code
-from services.common.errors import ErrorKind, ServiceError
+from services.common.errors import ErrorKind
 from services.orchestrator.agents.agent_search import Directory
 from services.orchestrator.agents.template_vectors import Embed
+from services.orchestrator.errors import MeshCallFailed
 from services.orchestrator.turn.toolbox import ToolSpec, catalog_from_json
 
 T = TypeVar("T")
@@ -29,12 +30,6 @@ _KIND_BY_STATUS = {
     grpc.StatusCode.FAILED_PRECONDITION: ErrorKind.CONFLICT,
     grpc.StatusCode.DEADLINE_EXCEEDED: ErrorKind.TIMEOUT,
 }
-
-
-class MeshCallFailed(ServiceError):
-    """A call to another mesh service failed; ``code`` is that service's error code."""
-
-    kind = ErrorKind.UNAVAILABLE
 
 
 RESTART_ATTEMPTS = 6

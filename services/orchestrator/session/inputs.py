@@ -25,8 +25,9 @@ from services.orchestrator.agents.routing import (
     parse_classification,
 )
 from services.orchestrator.agents.templates import ORCHESTRATOR, PROTECTED
+from services.orchestrator.errors import MeshCallFailed
 from services.orchestrator.peers.llm import TextPiece
-from services.orchestrator.peers.mesh_clients import Expired, MeshCallFailed
+from services.orchestrator.peers.mesh_clients import Expired
 from services.orchestrator.session.tool_timeouts import TimedOut
 from services.orchestrator.state import events
 from services.orchestrator.state.store import StoredMessage

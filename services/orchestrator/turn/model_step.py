@@ -16,9 +16,9 @@ from services.common.background import background
 from services.common.errors import ServiceError
 from services.orchestrator.agents.agent_instance import SCRATCH
 from services.orchestrator.agents.templates import AgentTemplate
+from services.orchestrator.errors import LlmFailure
 from services.orchestrator.peers.llm import (
     LlmClient,
-    LlmFailure,
     ModelFinished,
     ModelToolCall,
     ReasoningPiece,

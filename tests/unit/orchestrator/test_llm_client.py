@@ -21,10 +21,10 @@ from services.llmproxy.errors import (
     LlmTimeout,
     LlmUnavailable,
 )
+from services.orchestrator.errors import LlmFailure
 from services.orchestrator.peers import llm as llm_module
 from services.orchestrator.peers.llm import (
     LlmClient,
-    LlmFailure,
     ModelFinished,
     ModelOutput,
     ModelToolCall,
