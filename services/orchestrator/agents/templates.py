@@ -162,6 +162,19 @@ class AgentTemplate:
     def from_row(cls, row: TemplateRow) -> AgentTemplate:
         return cls.from_definition(row.definition, row.version)
 
+    def capability_text(self) -> str:
+        """What the agent directory ranks and embeds for this template: its names, tags,
+        description, capabilities and system prompt."""
+        meta = self.multiagent_meta
+        fields = (
+            f"{self.name} {self.display_name}",
+            " ".join(str(t) for t in meta.get("tags", ())),
+            self.description,
+            str(meta.get("capabilities", "")),
+            self.system_prompt,
+        )
+        return "\n".join(f for f in fields if f)
+
 
 def builtin_definitions() -> list[dict[str, Any]]:
     """The shipped agents, in their canonical (stored) form."""

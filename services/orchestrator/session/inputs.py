@@ -17,7 +17,6 @@ from codelab.v1 import common_pb2 as pb
 from services.common.errors import ServiceError
 from services.common.model_stream import TextPiece
 from services.orchestrator import spans
-from services.orchestrator.agents.agent_search import AgentHit
 from services.orchestrator.agents.routing import (
     SPECIALISTS,
     Classification,
@@ -27,6 +26,7 @@ from services.orchestrator.agents.routing import (
 )
 from services.orchestrator.agents.templates import ORCHESTRATOR, PROTECTED
 from services.orchestrator.errors import MeshCallFailed
+from services.orchestrator.peers.agent_directory import AgentHit
 from services.orchestrator.peers.mesh_clients import Expired
 from services.orchestrator.session.tool_timeouts import TimedOut
 from services.orchestrator.state import events
