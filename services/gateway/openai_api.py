@@ -55,12 +55,12 @@ from codelab.v1 import common_pb2 as pb
 from codelab.v1 import llmproxy_pb2, runtime_pb2
 from services.common.settings import Settings
 from services.gateway.auth import Authenticator
+from services.gateway.errors import OpenAIError
 from services.gateway.openai_render import (
     FAILURES,
     ChunkWriter,
     Header,
     JsonObject,
-    OpenAIError,
     ToolCallOut,
     completion_object,
     failure,

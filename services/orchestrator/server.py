@@ -22,18 +22,16 @@ from services.common.probes import health_probe
 from services.common.runner import run_service
 from services.common.server import MeshServer, ServiceDeps, create_server
 from services.common.settings import Settings
-from services.orchestrator.agents.agent_search import AgentDirectory
 from services.orchestrator.agents.instances import InstancePool
 from services.orchestrator.agents.template_vectors import keep_embedded
 from services.orchestrator.agents.templates import AgentRegistry, install_templates
-from services.orchestrator.peers.llm import LlmClient
-from services.orchestrator.peers.mesh_clients import (
-    HitlClient,
+from services.orchestrator.peers.agent_directory import (
+    AgentDirectory,
     directory_embedder,
     directory_searcher,
-    load_catalog,
-    tool_searcher,
 )
+from services.orchestrator.peers.llm import LlmClient
+from services.orchestrator.peers.mesh_clients import HitlClient, load_catalog, tool_searcher
 from services.orchestrator.peers.metered_llm import MeteredLlm
 from services.orchestrator.session.client_ids import ClientIds
 from services.orchestrator.session.inputs import Inputs
@@ -119,7 +117,7 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         retention_days=settings.session_retention_days,
     )
     servicer = AgentRuntimeServicer(runtime, hub, store, ledger, agents, hitl)
-    admin = AgentAdminServicer(pool, agents, loop.toolbox, instances, loop.directory.directory)
+    admin = AgentAdminServicer(pool, agents, loop.toolbox, instances, loop.directory)
 
     keys = ApiKeys(pool)
     await keys.seed(

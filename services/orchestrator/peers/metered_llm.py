@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 
-from services.orchestrator.peers.llm import LlmClient, ModelFinished, ModelOutput
+from services.common.model_stream import ModelFinished, ModelOutput
+from services.orchestrator.peers.llm import LlmClient
 from services.orchestrator.session.limits import UserLimits
 from services.orchestrator.state.store import StoredMessage
 from services.orchestrator.turn.toolbox import ToolSpec

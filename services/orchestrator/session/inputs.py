@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable
 
 from codelab.v1 import common_pb2 as pb
 from services.common.errors import ServiceError
+from services.common.model_stream import TextPiece
 from services.orchestrator import spans
-from services.orchestrator.agents.agent_search import AgentHit
 from services.orchestrator.agents.routing import (
     SPECIALISTS,
     Classification,
@@ -25,8 +25,9 @@ from services.orchestrator.agents.routing import (
     parse_classification,
 )
 from services.orchestrator.agents.templates import ORCHESTRATOR, PROTECTED
-from services.orchestrator.peers.llm import TextPiece
-from services.orchestrator.peers.mesh_clients import Expired, MeshCallFailed
+from services.orchestrator.errors import MeshCallFailed
+from services.orchestrator.peers.agent_directory import AgentHit
+from services.orchestrator.peers.mesh_clients import Expired
 from services.orchestrator.session.tool_timeouts import TimedOut
 from services.orchestrator.state import events
 from services.orchestrator.state.store import StoredMessage

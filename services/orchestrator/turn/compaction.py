@@ -15,8 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from services.common.model_stream import TextPiece
 from services.orchestrator.agents.templates import AgentTemplate
-from services.orchestrator.peers.llm import LlmClient, TextPiece
+from services.orchestrator.peers.llm import LlmClient
 from services.orchestrator.state import events
 from services.orchestrator.state.store import SessionStore, StoredMessage, Summary
 from services.orchestrator.turn.context import (

@@ -19,8 +19,8 @@ from typing import Any
 from services.common.background import background
 from services.common.errors import ServiceError
 from services.orchestrator import spans
-from services.orchestrator.agents.agent_search import AgentDirectory
 from services.orchestrator.agents.templates import ORCHESTRATOR, AgentRegistry, AgentTemplate
+from services.orchestrator.peers.agent_directory import AgentDirectory
 from services.orchestrator.peers.llm import (
     LlmClient,
 )

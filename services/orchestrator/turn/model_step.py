@@ -14,16 +14,11 @@ from typing import Any
 
 from services.common.background import background
 from services.common.errors import ServiceError
+from services.common.model_stream import ModelFinished, ModelToolCall, ReasoningPiece, TextPiece
 from services.orchestrator.agents.agent_instance import SCRATCH
 from services.orchestrator.agents.templates import AgentTemplate
-from services.orchestrator.peers.llm import (
-    LlmClient,
-    LlmFailure,
-    ModelFinished,
-    ModelToolCall,
-    ReasoningPiece,
-    TextPiece,
-)
+from services.orchestrator.errors import LlmFailure
+from services.orchestrator.peers.llm import LlmClient
 from services.orchestrator.state import events
 from services.orchestrator.state.events import new_id
 from services.orchestrator.state.hub import SessionHub

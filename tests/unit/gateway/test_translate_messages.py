@@ -11,8 +11,8 @@ import pytest
 from google.protobuf import json_format
 
 from codelab.v1 import common_pb2 as pb
+from services.gateway.errors import ProtocolError
 from services.gateway.translate import (
-    ProtocolError,
     local_error,
     normalise_stream_body,
     parse_client_message,

@@ -15,8 +15,8 @@ import pytest
 
 from services.common.db import Pool
 from services.orchestrator.agents.agent_instance import SCRATCH
-from services.orchestrator.agents.agent_search import AgentDirectory
 from services.orchestrator.agents.templates import AgentRegistry, install_templates
+from services.orchestrator.peers.agent_directory import AgentDirectory
 from services.orchestrator.peers.mesh_clients import HitlClient
 from services.orchestrator.state.store import SessionStore
 from services.orchestrator.turn.executors.delegation import Delegation, task_text

@@ -17,12 +17,12 @@ from codelab.v1 import hitl_pb2_grpc
 from services.common.channels import internal_channel
 from services.common.db import Pool
 from services.llmproxy.errors import LlmError
-from services.orchestrator.agents.agent_search import AgentDirectory
 from services.orchestrator.agents.templates import (
     AgentRegistry,
     AgentTemplate,
     builtin_definitions,
 )
+from services.orchestrator.peers.agent_directory import AgentDirectory
 from services.orchestrator.peers.mesh_clients import HitlClient
 from services.orchestrator.session import inputs as inputs_module
 from services.orchestrator.session.inputs import Inputs

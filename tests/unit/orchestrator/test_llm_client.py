@@ -14,6 +14,13 @@ from codelab.v1 import llmproxy_pb2 as pb
 from codelab.v1 import llmproxy_pb2_grpc as pb_grpc
 from services.common.channels import internal_channel
 from services.common.errors import ServiceError
+from services.common.model_stream import (
+    ModelFinished,
+    ModelOutput,
+    ModelToolCall,
+    ReasoningPiece,
+    TextPiece,
+)
 from services.llmproxy.errors import (
     LlmContextExceeded,
     LlmError,
@@ -21,16 +28,9 @@ from services.llmproxy.errors import (
     LlmTimeout,
     LlmUnavailable,
 )
+from services.orchestrator.errors import LlmFailure
 from services.orchestrator.peers import llm as llm_module
-from services.orchestrator.peers.llm import (
-    LlmClient,
-    LlmFailure,
-    ModelFinished,
-    ModelOutput,
-    ModelToolCall,
-    ReasoningPiece,
-    TextPiece,
-)
+from services.orchestrator.peers.llm import LlmClient
 from services.orchestrator.state.store import StoredMessage
 from services.orchestrator.turn.toolbox import ToolSpec
 from tests.support.llm_proxy import Reply, ScriptedProxy, finish, scripted_llm, text

@@ -19,10 +19,11 @@ from codelab.v1 import common_pb2 as pb
 from codelab.v1 import hitl_pb2_grpc
 from services.common.channels import mesh_channel
 from services.common.db import Pool
+from services.common.model_stream import ModelFinished, ModelOutput, ModelToolCall
+from services.common.model_stream import TextPiece as Text
 from services.hitl import server as hitl_server
 from services.orchestrator.agents.templates import AgentRegistry, AgentTemplate, install_templates
-from services.orchestrator.peers.llm import LlmClient, ModelFinished, ModelOutput, ModelToolCall
-from services.orchestrator.peers.llm import TextPiece as Text
+from services.orchestrator.peers.llm import LlmClient
 from services.orchestrator.peers.mesh_clients import HitlClient
 from services.orchestrator.state.hub import SessionHub
 from services.orchestrator.state.store import SessionStore, StoredMessage
