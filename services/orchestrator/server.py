@@ -32,7 +32,6 @@ from services.orchestrator.peers.agent_directory import (
 )
 from services.orchestrator.peers.llm import LlmClient
 from services.orchestrator.peers.mesh_clients import HitlClient, load_catalog, tool_searcher
-from services.orchestrator.peers.metered_llm import MeteredLlm
 from services.orchestrator.session.client_ids import ClientIds
 from services.orchestrator.session.inputs import Inputs
 from services.orchestrator.session.limits import UserLimits
@@ -69,6 +68,8 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
             ("toolsearch", settings.toolsearch_addr),
         )
     }
+    limits = UserLimits(pool, settings.limits)
+    metered = bool(settings.limits.tokens_per_day or settings.limits.cost_per_day)
     llm = LlmClient(
         cast(
             "llmproxy_pb2_grpc.LlmProxyAsyncStub",
@@ -76,10 +77,8 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         ),
         deadline=settings.llm_timeout * (settings.llm_max_retries + 1) + 30,
         turn_retries=settings.llm_turn_retries,
+        meter=limits if metered else None,
     )
-    limits = UserLimits(pool, settings.limits)
-    if settings.limits.tokens_per_day or settings.limits.cost_per_day:
-        llm = MeteredLlm(llm, limits)
     hitl = HitlClient(cast("hitl_pb2_grpc.HitlAsyncStub", hitl_pb2_grpc.HitlStub(channels["hitl"])))
     toolsearch = cast(
         "toolsearch_pb2_grpc.ToolSearchAsyncStub",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Sequence
+from typing import Protocol
 
 import grpc
 
@@ -98,16 +99,36 @@ def output_from_proto(chunk: pb.CompleteChunk) -> ModelOutput:
     )
 
 
+class Meter(Protocol):
+    """Per-key budgets around model calls (see session/limits.py)."""
+
+    async def admit_model_call(self, session_id: str) -> None:
+        """Raise when the day's budget of the session's key is spent."""
+        ...
+
+    async def record(
+        self, session_id: str, model: str, prompt_tokens: int, completion_tokens: int
+    ) -> None:
+        """Count a finished call."""
+        ...
+
+
 class LlmClient:
-    """Streams completions through llmproxy."""
+    """Streams completions through llmproxy; with a ``meter``, each call is admitted
+    first (refused once the key's day budget is spent) and counted when it finishes."""
 
     def __init__(
-        self, stub: pb_grpc.LlmProxyAsyncStub, deadline: float, turn_retries: int = 3
+        self,
+        stub: pb_grpc.LlmProxyAsyncStub,
+        deadline: float,
+        turn_retries: int = 3,
+        meter: Meter | None = None,
     ) -> None:
         self.stub = stub
         self.deadline = deadline
         self.turn_retries = turn_retries
         """Retries of a turn's model call that failed before its first token."""
+        self.meter = meter
 
     @spans.model_call
     async def complete(
@@ -141,6 +162,8 @@ class LlmClient:
             request.max_tokens = max_tokens
         if upstream_seconds is not None:  # the template's timeouts.llm_seconds
             request.timeout_seconds = upstream_seconds
+        if self.meter is not None:
+            await self.meter.admit_model_call(session_id)
         # Classification falls back to keywords at once: only turns are retried in full.
         retries = self.turn_retries if purpose != "classification" else 0
         started = False
@@ -150,7 +173,15 @@ class LlmClient:
             try:
                 async for chunk in call:
                     started = True
-                    yield output_from_proto(chunk)
+                    output = output_from_proto(chunk)
+                    if self.meter is not None and isinstance(output, ModelFinished):
+                        await self.meter.record(
+                            session_id,
+                            output.model or model,
+                            output.prompt_tokens,
+                            output.completion_tokens,
+                        )
+                    yield output
                 return
             except grpc.aio.AioRpcError as error:
                 code = error_code(error)
