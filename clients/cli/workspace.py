@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from clients.cli.errors import PathRefused
-from services.hitl.policy import normalise_workspace_path
+from services.common.paths import normalise_workspace_path
 from services.orchestrator.turn.file_rules import check_paths
 
 

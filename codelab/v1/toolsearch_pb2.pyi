@@ -536,10 +536,15 @@ class DirectoryHit(_message.Message):
     SCORE_FIELD_NUMBER: _builtins.int
     LEXICAL_SCORE_FIELD_NUMBER: _builtins.int
     DENSE_SCORE_FIELD_NUMBER: _builtins.int
+    MATCHED_TERMS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     score: _builtins.float
     lexical_score: _builtins.float
     dense_score: _builtins.float
+    @_builtins.property
+    def matched_terms(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The query's terms the entry's text contains (after the directory's tokenizer)."""
+
     def __init__(
         self,
         *,
@@ -547,10 +552,11 @@ class DirectoryHit(_message.Message):
         score: _builtins.float = ...,
         lexical_score: _builtins.float = ...,
         dense_score: _builtins.float = ...,
+        matched_terms: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["dense_score", b"dense_score", "lexical_score", b"lexical_score", "name", b"name", "score", b"score"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dense_score", b"dense_score", "lexical_score", b"lexical_score", "matched_terms", b"matched_terms", "name", b"name", "score", b"score"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -80,3 +80,7 @@ class LimitReached(ServiceError):
 
     code = "RATE_LIMITED"
     kind = ErrorKind.EXHAUSTED
+
+
+class SettingsError(ValueError):
+    """A setting is missing or malformed at start; the message names the variable."""

@@ -10,10 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from services.common.env_values import number
-
-
-class LimitSettingsError(ValueError):
-    """A LIMIT_* or LLM_PRICES value is malformed; the message names the variable."""
+from services.common.errors import SettingsError
 
 
 @dataclass(frozen=True)
@@ -38,7 +35,7 @@ def parse_prices(raw: str) -> dict[str, Price]:
         except ValueError:
             price = Price(-1, -1)
         if not sep or not slash or not model.strip() or min(price.prompt, price.completion) < 0:
-            raise LimitSettingsError(
+            raise SettingsError(
                 f"LLM_PRICES entries must be model=prompt/completion (USD per 1M tokens), "
                 f"got {item!r}"
             )
@@ -47,7 +44,7 @@ def parse_prices(raw: str) -> dict[str, Price]:
 
 
 def _amount(env: Mapping[str, str], name: str, default: float) -> float:
-    return number(env, name, default, error=LimitSettingsError)
+    return number(env, name, default, error=SettingsError)
 
 
 @dataclass(frozen=True)
@@ -91,7 +88,7 @@ class LimitSettings:
         def whole(name: str) -> int:
             value = _amount(env, name, 0)
             if value != int(value):
-                raise LimitSettingsError(f"{name} must be a whole number, got {env.get(name)!r}")
+                raise SettingsError(f"{name} must be a whole number, got {env.get(name)!r}")
             return int(value)
 
         return cls(

@@ -66,7 +66,7 @@ def main(serve: Callable[[Settings], Coroutine[Any, Any, None]]) -> None:
 
     import uvloop
 
-    from services.common.settings import SettingsError
+    from services.common.errors import SettingsError
 
     try:
         settings = Settings.from_env(os.environ)

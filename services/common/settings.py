@@ -12,13 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from services.common.env_values import number
-from services.common.limit_settings import LimitSettings, LimitSettingsError
+from services.common.errors import SettingsError
+from services.common.limit_settings import LimitSettings
 
 TOOL_SECRET = "TOOL_SECRET_"
-
-
-class SettingsError(ValueError):
-    """A setting is missing or malformed; the message names the variable."""
 
 
 def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -191,10 +188,7 @@ class Settings:
         level = (env.get("LOG_LEVEL") or cls.log_level).upper()
         if level not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
             raise SettingsError(f"LOG_LEVEL must be DEBUG/INFO/WARNING/ERROR, got {level!r}")
-        try:
-            limits = LimitSettings.from_env(env)
-        except LimitSettingsError as error:
-            raise SettingsError(str(error)) from None
+        limits = LimitSettings.from_env(env)
         origins = tuple(
             o.strip().rstrip("/") for o in env.get("GATEWAY_CORS_ORIGINS", "").split(",")
         )

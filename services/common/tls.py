@@ -13,7 +13,8 @@ from pathlib import Path
 
 import grpc
 
-from services.common.settings import Settings, SettingsError
+from services.common.errors import SettingsError
+from services.common.settings import Settings
 
 
 def _read(path: Path, name: str) -> bytes:

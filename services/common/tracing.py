@@ -167,6 +167,12 @@ def traced(
     return decorate
 
 
+async def _close(stream: AsyncIterator[Any]) -> None:
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
 def traced_stream(
     name: Callable[..., str],
     attributes: Callable[..., Attributes] | None = None,
@@ -180,8 +186,12 @@ def traced_stream(
         @functools.wraps(fn)
         async def wrapper(*args: P.args, **kwargs: P.kwargs) -> AsyncIterator[T]:
             if not enabled():
-                async for item in fn(*args, **kwargs):
-                    yield item
+                plain = fn(*args, **kwargs)
+                try:
+                    async for item in plain:
+                        yield item
+                finally:  # a consumer that stops early closes the stream now, not at GC
+                    await _close(plain)
                 return
             span = tracer().start_span(
                 name(*args, **kwargs),
@@ -206,9 +216,7 @@ def traced_stream(
                     span.set_status(Status(StatusCode.ERROR, str(error)))
                 raise
             finally:
-                aclose = getattr(inner, "aclose", None)
-                if aclose is not None:
-                    await aclose()
+                await _close(inner)
                 span.end()
 
         return wrapper

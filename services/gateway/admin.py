@@ -20,18 +20,11 @@ from codelab.v1 import admin_pb2, toolsearch_pb2
 from services.gateway import admin_bodies as bodies
 from services.gateway.admin_keys import build_keys_router
 from services.gateway.admin_sources import build_sources_router
-from services.gateway.auth import ADMIN_USER, Authenticator, Unauthorized
+from services.gateway.auth import ADMIN_USER, Authenticator
+from services.gateway.errors import AdminRefused, Unauthorized
 from services.gateway.keys import MeshKeyChecker
 from services.gateway.render import proto_json
 from services.gateway.rest import read_json
-
-
-class AdminRefused(Exception):
-    """An admin request the gateway answers itself (403 not an admin, 404 no such tool)."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
 
 
 def check_admin(auth: Authenticator, headers: Mapping[str, str]) -> None:
@@ -189,17 +182,11 @@ def build_admin_router(client: MeshClient, auth: Authenticator) -> APIRouter:
 def install_admin(
     app: FastAPI, client: MeshClient, auth: Authenticator, keys: MeshKeyChecker
 ) -> None:
-    """Mount /admin (and /admin/keys) on ``app`` with the handler of its own refusals."""
+    """Mount /admin (and /admin/keys) on ``app``; refusals are the app's GatewayError."""
 
     def require_admin(request: Request) -> None:
         check_admin(auth, request.headers)
 
-    async def refused(_: Request, error: Exception) -> JSONResponse:
-        assert isinstance(error, AdminRefused)
-        body = {"type": "error", "error_code": error.code, "content": error.message, "details": {}}
-        return JSONResponse(body, status_code=error.status)
-
-    app.add_exception_handler(AdminRefused, refused)
     app.include_router(build_admin_router(client, auth))
     app.include_router(build_keys_router(client, auth, keys, require_admin))
     app.include_router(build_sources_router(client, require_admin))

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from codelab.v1 import admin_pb2, toolsearch_pb2
-from services.gateway.translate import ProtocolError
+from services.gateway.errors import ProtocolError
 
 TOOL_FIELDS = frozenset(
     {"name", "description", "long_description", "parameters", "executor", "type", "category",

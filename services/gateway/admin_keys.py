@@ -12,10 +12,10 @@ from clients.python import MeshClient
 from codelab.v1 import access_pb2
 from services.gateway import admin_bodies as bodies
 from services.gateway.auth import Authenticator
+from services.gateway.errors import ProtocolError
 from services.gateway.keys import MeshKeyChecker
 from services.gateway.render import proto_json
 from services.gateway.rest import optional_text, read_json
-from services.gateway.translate import ProtocolError
 
 
 def build_keys_router(

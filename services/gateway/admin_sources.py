@@ -12,8 +12,8 @@ from fastapi.responses import JSONResponse
 
 from clients.python import MeshClient
 from codelab.v1 import sources_pb2
+from services.gateway.errors import ProtocolError
 from services.gateway.rest import read_json
-from services.gateway.translate import ProtocolError
 
 
 def source_json(source: sources_pb2.ToolSource) -> dict[str, Any]:

@@ -7,7 +7,6 @@ import datetime as dt
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import grpc
 from fastapi import FastAPI, Request, WebSocket
@@ -18,25 +17,21 @@ from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, generate_late
 from clients.python import MeshClient
 from codelab.v1 import runtime_pb2
 from services.common import tracing
+from services.common.errors import ErrorKind
 from services.common.settings import Settings
 from services.gateway import openai_api
 from services.gateway.admin import install_admin
 from services.gateway.admin_sources import sources_health
-from services.gateway.auth import Authenticator, Forbidden, Unauthorized
+from services.gateway.auth import Authenticator
 from services.gateway.browsers import install_browser_guards
+from services.gateway.errors import TRANSPORT, GatewayError, ProtocolError, error_body
 from services.gateway.keys import KeyCheck, MeshKeyChecker
-from services.gateway.mesh import (
-    WS_CLOSE_UNAVAILABLE,
-    all_details,
-    describe,
-    retry_headers,
-)
+from services.gateway.mesh import all_details, describe, retry_headers
 from services.gateway.rest import build_router
 from services.gateway.seed000 import FORMAT as SEED_000
 from services.gateway.seed000 import Seed000Shape
 from services.gateway.streaming import sse_events, websocket_session
 from services.gateway.translate import (
-    ProtocolError,
     normalise_stream_body,
     parse_client_message,
     with_idempotency_key,
@@ -47,10 +42,6 @@ VERSION = "0.1.0"
 PLAYGROUND = Path(__file__).with_name("playground")
 WS_OPEN = Gauge("codelab_gateway_websockets_open", "IDE WebSocket connections open")
 SSE_REQUESTS = Counter("codelab_gateway_sse_requests_total", "SSE message streams started")
-
-
-def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"type": "error", "error_code": code, "content": message, "details": details or {}}
 
 
 def create_app(settings: Settings, client: MeshClient) -> FastAPI:
@@ -73,17 +64,9 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
         lifespan=lifespan,
     )
 
-    @app.exception_handler(Unauthorized)
-    async def unauthorized(_: Request, error: Unauthorized) -> JSONResponse:
-        return JSONResponse(error_body("UNAUTHORIZED", str(error)), status_code=401)
-
-    @app.exception_handler(Forbidden)
-    async def forbidden(_: Request, error: Forbidden) -> JSONResponse:
-        return JSONResponse(error_body("UNAUTHORIZED", str(error)), status_code=403)
-
-    @app.exception_handler(ProtocolError)
-    async def bad_request(_: Request, error: ProtocolError) -> JSONResponse:
-        return JSONResponse(error_body(error.code, error.message), status_code=400)
+    @app.exception_handler(GatewayError)
+    async def refused(_: Request, error: GatewayError) -> JSONResponse:
+        return error.response()
 
     @app.exception_handler(grpc.aio.AioRpcError)
     async def mesh_failed(request: Request, error: grpc.aio.AioRpcError) -> JSONResponse:
@@ -147,7 +130,8 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
         try:
             user = await authenticate(websocket, auth)
         except grpc.aio.AioRpcError:  # the key could not be checked: the mesh is down
-            await websocket.close(WS_CLOSE_UNAVAILABLE, "the key check is unavailable")
+            unavailable = TRANSPORT[ErrorKind.UNAVAILABLE].ws_close
+            await websocket.close(unavailable, "the key check is unavailable")
             return
         if user is None:
             return

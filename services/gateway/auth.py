@@ -19,17 +19,11 @@ from typing import Protocol
 
 import grpc
 
-from services.common.settings import Settings, SettingsError
+from services.common.errors import SettingsError
+from services.common.settings import Settings
+from services.gateway.errors import Forbidden, Unauthorized
 
 ADMIN_USER = "admin"
-
-
-class Unauthorized(Exception):
-    """No or a wrong credential."""
-
-
-class Forbidden(Exception):
-    """A valid credential without the right (admin-only figures)."""
 
 
 class KeyChecker(Protocol):

@@ -16,10 +16,9 @@ from urllib.parse import urlsplit
 from fastapi import FastAPI
 from starlette.datastructures import Headers
 from starlette.middleware.cors import CORSMiddleware
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from services.gateway.mesh import WS_CLOSE_POLICY
+from services.gateway.errors import TRANSPORT, Forbidden
 
 ALLOWED_HEADERS = ["Authorization", "Content-Type", "Idempotency-Key", "Last-Event-ID"]
 
@@ -48,15 +47,10 @@ class OriginGuard:
             Headers(scope=scope), self.origins
         ):
             if scope["type"] == "websocket":
-                await send({"type": "websocket.close", "code": WS_CLOSE_POLICY})
+                await send({"type": "websocket.close", "code": TRANSPORT[Forbidden.kind].ws_close})
                 return
-            body = {
-                "type": "error",
-                "error_code": "UNAUTHORIZED",
-                "content": "this origin is not allowed (GATEWAY_CORS_ORIGINS)",
-                "details": {},
-            }
-            await JSONResponse(body, status_code=403)(scope, receive, send)
+            refused = Forbidden("this origin is not allowed (GATEWAY_CORS_ORIGINS)")
+            await refused.response()(scope, receive, send)
             return
         await self.app(scope, receive, send)
 

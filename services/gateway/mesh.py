@@ -1,4 +1,5 @@
-"""gRPC status -> HTTP status and WebSocket close code, in one table."""
+"""A failed mesh call as the IDE hears of it: HTTP status, spec code, details, close code
+(the statuses are mapped by ``errors.TRANSPORT``)."""
 
 from __future__ import annotations
 
@@ -7,26 +8,9 @@ from typing import Any
 import grpc
 
 from services.common.channels import error_code, error_details
+from services.common.errors import ErrorKind
+from services.gateway.errors import TRANSPORT, kind_of_status
 from services.gateway.translate import local_error
-
-HTTP_BY_STATUS = {
-    grpc.StatusCode.INVALID_ARGUMENT: 400,
-    grpc.StatusCode.NOT_FOUND: 404,
-    grpc.StatusCode.ALREADY_EXISTS: 409,
-    grpc.StatusCode.FAILED_PRECONDITION: 409,
-    grpc.StatusCode.UNAUTHENTICATED: 401,
-    grpc.StatusCode.PERMISSION_DENIED: 403,
-    grpc.StatusCode.DEADLINE_EXCEEDED: 504,
-    grpc.StatusCode.UNAVAILABLE: 503,
-    grpc.StatusCode.ABORTED: 409,
-    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
-}
-
-# 1011: internal error; 1013: try again later (the mesh is unavailable).
-WS_CLOSE_UNAVAILABLE = 1013
-WS_CLOSE_INTERNAL = 1011
-WS_CLOSE_POLICY = 1008
-
 
 RETRY_AFTER_MS = 1000
 """What a client is told to wait before retrying when a mesh service is away."""
@@ -40,11 +24,16 @@ def retry_details(error: grpc.aio.AioRpcError) -> dict[str, int]:
 
 def describe(error: grpc.aio.AioRpcError) -> tuple[int, str, str]:
     """(HTTP status, spec error code, message) for a failed mesh call."""
-    status = HTTP_BY_STATUS.get(error.code(), 502)
+    kind = kind_of_status(error.code())
     code = error_code(error)
     if code is None:
-        code = "SERVICE_UNAVAILABLE" if status == 503 else "INTERNAL_ERROR"
-    return status, code, error.details() or error.code().name
+        code = "SERVICE_UNAVAILABLE" if kind is ErrorKind.UNAVAILABLE else "INTERNAL_ERROR"
+    return TRANSPORT[kind].http, code, error.details() or error.code().name
+
+
+def close_code(error: grpc.aio.AioRpcError) -> int:
+    """The WebSocket close code of a stream the failed call ends."""
+    return TRANSPORT[kind_of_status(error.code())].ws_close
 
 
 def all_details(error: grpc.aio.AioRpcError) -> dict[str, Any]:

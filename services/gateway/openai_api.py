@@ -7,7 +7,9 @@ Any OpenAI client can use the runtime as a model. The contract:
   messages become its system prompt and the user messages after the last assistant
   message, joined by a blank line, are sent with ``agent_type`` = the template (no
   routing). Earlier turns are NOT replayed: the runtime keeps the history itself, so
-  continue by session id instead of resending it.
+  continue by session id instead of resending it. With an ``Idempotency-Key`` header the
+  new session is ``oai-<hash of the user and the key>``: a retried first request reaches
+  the session its first try opened and replays that answer instead of opening another.
 * The session id comes back in the ``X-CodeLab-Session`` header and in a top-level
   ``session_id`` field of the completion and of every chunk (the SDK keeps it in
   ``model_extra``). ``model`` = that id continues the session (routing picks the
@@ -36,6 +38,7 @@ Any OpenAI client can use the runtime as a model. The contract:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import uuid
@@ -52,12 +55,12 @@ from codelab.v1 import common_pb2 as pb
 from codelab.v1 import llmproxy_pb2, runtime_pb2
 from services.common.settings import Settings
 from services.gateway.auth import Authenticator
+from services.gateway.errors import OpenAIError
 from services.gateway.openai_render import (
     FAILURES,
     ChunkWriter,
     Header,
     JsonObject,
-    OpenAIError,
     ToolCallOut,
     completion_object,
     failure,
@@ -65,7 +68,11 @@ from services.gateway.openai_render import (
     run_legs,
     stream_frames,
 )
-from services.gateway.translate import parse_client_message, with_idempotency_key
+from services.gateway.translate import (
+    IDEMPOTENCY_HEADER,
+    parse_client_message,
+    with_idempotency_key,
+)
 
 SESSION_HEADER = "X-CodeLab-Session"
 SYSTEM_ROLES = frozenset({"system", "developer"})
@@ -211,6 +218,10 @@ def build_router(client: MeshClient, auth: Authenticator, settings: Settings) ->
             unknown = f"{SESSION_HEADER}: '{header_session}' is not your session"
             await owned(header_session, user, "session_not_found", unknown)
             return Target(header_session, model, new=False)
+        key = headers.get(IDEMPOTENCY_HEADER)
+        if key:  # a retried first request reaches the session its first try opened
+            digest = hashlib.sha256(f"{user}\0{key}".encode()).hexdigest()[:32]
+            return Target(f"oai-{digest}", model, new=True)
         return Target(f"oai-{uuid.uuid4().hex}", model, new=True)
 
     async def spent(session_id: str) -> tuple[int, int]:

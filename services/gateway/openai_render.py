@@ -18,13 +18,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
-from fastapi.responses import JSONResponse
 
 from clients.python import SessionStream
 from codelab.v1 import common_pb2 as pb
-from services.gateway.auth import Unauthorized
+from services.gateway.errors import GatewayError, OpenAIError, ProtocolError, Unauthorized
 from services.gateway.mesh import describe
-from services.gateway.translate import ProtocolError, event_to_json
+from services.gateway.translate import event_to_json
 
 JsonObject = dict[str, Any]
 DONE_FRAME = "data: [DONE]\n\n"
@@ -33,43 +32,10 @@ CHUNK = "chat.completion.chunk"
 AWAITING = frozenset({"awaiting_tool_result", "awaiting_approval"})
 DECISIONS = ("approve", "edit", "reject")
 
-# Spec error code -> HTTP status; the client's mistakes are 400, the rest the upstream's (502).
-STATUS_BY_CODE = {
-    "LLM_TIMEOUT": 504, "LLM_PROXY_UNAVAILABLE": 503, "SERVICE_UNAVAILABLE": 503,
-    "DB_CONNECTION_ERROR": 503, "SESSION_NOT_FOUND": 404, "UNAUTHORIZED": 401,
-    "TURN_IN_PROGRESS": 409, "INVALID_MESSAGE_TYPE": 400, "MISSING_REQUIRED_FIELD": 400,
-    "INVALID_MESSAGE": 400,
-    "TOOL_VALIDATION_ERROR": 400, "FILE_RESTRICTION_ERROR": 400, "INVALID_DECISION": 400,
-    "PENDING_APPROVAL_NOT_FOUND": 400, "TOOL_CALL_NOT_FOUND": 400, "AGENT_NOT_FOUND": 400,
-    "HITL_TIMEOUT": 400, "CANCELLED": 400, "RATE_LIMITED": 429, "BUDGET_EXCEEDED": 429,
-    "LLM_CONTEXT_LENGTH_EXCEEDED": 400,
-}  # fmt: skip
-
-
-class OpenAIError(Exception):
-    """An error rendered as OpenAI's ``{"error": {message, type, param, code}}``."""
-
-    def __init__(
-        self, status: int, message: str, code: str | None = None, param: str | None = None
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.code = code
-        self.param = param
-
-    def body(self) -> JsonObject:
-        kind = "server_error" if self.status >= 500 else "invalid_request_error"
-        error = {"message": self.message, "type": kind, "param": self.param, "code": self.code}
-        return {"error": error}
-
-    def response(self) -> JSONResponse:
-        return JSONResponse(self.body(), status_code=self.status)
-
 
 def error_from_event(error: pb.ErrorEvent) -> OpenAIError:
     code = pb.ErrorCode.Name(error.error_code)
-    return OpenAIError(STATUS_BY_CODE.get(code, 502), error.content or code, code)
+    return OpenAIError.of_code(code, error.content or code)
 
 
 def error_from_rpc(error: grpc.aio.AioRpcError) -> OpenAIError:
@@ -78,7 +44,7 @@ def error_from_rpc(error: grpc.aio.AioRpcError) -> OpenAIError:
 
 
 # What can go wrong before the answer starts; ``failure`` renders each.
-FAILURES = (OpenAIError, Unauthorized, ProtocolError, grpc.aio.AioRpcError)
+FAILURES = (GatewayError, grpc.aio.AioRpcError)
 
 
 def failure(error: Exception) -> OpenAIError:
@@ -86,9 +52,11 @@ def failure(error: Exception) -> OpenAIError:
     if isinstance(error, OpenAIError):
         return error
     if isinstance(error, Unauthorized):
-        return OpenAIError(401, str(error), "invalid_api_key")
+        return OpenAIError(error.status, error.message, "invalid_api_key")
     if isinstance(error, ProtocolError):
-        return OpenAIError(400, error.message, error.code, "messages")
+        return OpenAIError(error.status, error.message, error.code, "messages")
+    if isinstance(error, GatewayError):
+        return OpenAIError(error.status, error.message, error.code)
     if isinstance(error, grpc.aio.AioRpcError):
         return error_from_rpc(error)
     raise error
@@ -165,7 +133,7 @@ class LegFolder:
         if self.error is not None and (status == "error" or not (self.spoke or released)):
             return [error_from_event(self.error)]
         if status == "error":
-            return [OpenAIError(502, "the turn failed without an error event", "INTERNAL_ERROR")]
+            return [OpenAIError.of_code("INTERNAL_ERROR", "the turn failed without an error event")]
         return list(released)
 
 
@@ -220,10 +188,10 @@ async def fold_leg(
             async with asyncio.timeout(idle_timeout):
                 event = await anext(events)
         except StopAsyncIteration:
-            yield OpenAIError(503, "the runtime closed the stream", "SERVICE_UNAVAILABLE")
+            yield OpenAIError.of_code("SERVICE_UNAVAILABLE", "the runtime closed the stream")
             return
         except TimeoutError:
-            yield OpenAIError(504, "no event within the stream timeout", "LLM_TIMEOUT")
+            yield OpenAIError.of_code("LLM_TIMEOUT", "no event within the stream timeout")
             return
         except grpc.aio.AioRpcError as error:
             yield error_from_rpc(error)

@@ -18,8 +18,8 @@ from clients.python import MeshClient
 from codelab.v1 import access_pb2, common_pb2, hitl_pb2, llmproxy_pb2, runtime_pb2
 from services.gateway import render
 from services.gateway.auth import Authenticator
+from services.gateway.errors import ProtocolError
 from services.gateway.translate import (
-    ProtocolError,
     normalise_stream_body,
     parse_client_message,
     with_idempotency_key,

@@ -14,10 +14,12 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from clients.python import MeshClient, SessionStream
 from codelab.v1 import common_pb2 as pb
 from services.common import tracing
+from services.common.errors import ErrorKind
+from services.gateway.errors import TRANSPORT, ProtocolError
 from services.gateway.event_json import dumps
-from services.gateway.mesh import RETRY_AFTER_MS, WS_CLOSE_UNAVAILABLE, error_event
+from services.gateway.mesh import RETRY_AFTER_MS, close_code, error_event
 from services.gateway.seed000 import Seed000Shape
-from services.gateway.translate import ProtocolError, event_to_json, local_error, parse_text
+from services.gateway.translate import event_to_json, local_error, parse_text
 
 log = logging.getLogger(__name__)
 
@@ -29,13 +31,13 @@ def rejected(error: ProtocolError) -> pb.ClientMessage:
     )
 
 
-async def report_and_close(websocket: WebSocket, payload: dict[str, Any]) -> None:
-    """Tell the IDE why, then close the socket as "try again later" (1013)."""
+async def report_and_close(websocket: WebSocket, payload: dict[str, Any], close: int) -> None:
+    """Tell the IDE why, then close the socket with ``close`` (see ``errors.TRANSPORT``)."""
     log.warning("stream failed", extra={"fields": {"code": payload["error_code"]}})
     if websocket.client_state == WebSocketState.CONNECTED:
         with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
             await websocket.send_text(dumps(payload))
-            await websocket.close(WS_CLOSE_UNAVAILABLE)
+            await websocket.close(close)
 
 
 async def pump_to_websocket(stream: SessionStream, websocket: WebSocket, session_id: str) -> None:
@@ -46,7 +48,7 @@ async def pump_to_websocket(stream: SessionStream, websocket: WebSocket, session
     except grpc.aio.AioRpcError as error:
         if stream.closed:
             return  # this side closed it
-        await report_and_close(websocket, error_event(error, session_id))
+        await report_and_close(websocket, error_event(error, session_id), close_code(error))
         return
     except (WebSocketDisconnect, RuntimeError, OSError):
         return  # the IDE went away; the receiving side ends the session
@@ -58,7 +60,7 @@ async def pump_to_websocket(stream: SessionStream, websocket: WebSocket, session
         session_id,
         {"retry_after_ms": RETRY_AFTER_MS},
     )
-    await report_and_close(websocket, ended)
+    await report_and_close(websocket, ended, TRANSPORT[ErrorKind.UNAVAILABLE].ws_close)
 
 
 async def websocket_session(
@@ -68,7 +70,7 @@ async def websocket_session(
     try:
         stream = await client.open_stream(session_id, last_seq=last_seq, user_id=user)
     except grpc.aio.AioRpcError as error:
-        await report_and_close(websocket, error_event(error, session_id))
+        await report_and_close(websocket, error_event(error, session_id), close_code(error))
         return
     pump = asyncio.create_task(pump_to_websocket(stream, websocket, session_id))
     try:

@@ -13,16 +13,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from codelab.v1 import common_pb2 as pb
+from services.gateway.errors import ProtocolError
 from services.gateway.event_json import event_json
-
-
-class ProtocolError(ValueError):
-    """A client message that cannot be accepted; ``code`` is a spec error code."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def event_to_json(event: pb.ServerEvent) -> dict[str, Any]:

@@ -24,14 +24,16 @@ from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from services.gateway.auth import Authenticator, Unauthorized, bearer
-from services.gateway.mesh import WS_CLOSE_POLICY
+from services.gateway.auth import Authenticator, bearer
+from services.gateway.errors import TRANSPORT, Unauthorized
 
 log = logging.getLogger(__name__)
 
 SUBPROTOCOL = "codelab"
 BEARER_PROTOCOL = "bearer."
 AUTH_SECONDS = 10.0
+POLICY_CLOSE = TRANSPORT[Unauthorized.kind].ws_close
+"""A missing or wrong key closes the socket as a policy violation (1008)."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,7 @@ async def authenticate(websocket: WebSocket, auth: Authenticator) -> str | None:
     if handshake.key is not None:
         user = await _user(auth, handshake.key)
         if user is None:
-            await websocket.close(WS_CLOSE_POLICY, "missing or invalid API key")
+            await websocket.close(POLICY_CLOSE, "missing or invalid API key")
         else:
             await websocket.accept(subprotocol=handshake.subprotocol)
         return user
@@ -101,7 +103,7 @@ async def authenticate(websocket: WebSocket, auth: Authenticator) -> str | None:
             await websocket.send_json(
                 {"type": "error", "error_code": "UNAUTHORIZED", "content": message}
             )
-            await websocket.close(WS_CLOSE_POLICY, "missing or invalid API key")
+            await websocket.close(POLICY_CLOSE, "missing or invalid API key")
     return user
 
 

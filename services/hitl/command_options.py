@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from services.common.paths import is_absolute
+
 Level = Literal["safe", "risky", "dangerous"]
 
 DEFAULT_SYSTEM_DIRS: tuple[str, ...] = (
@@ -36,7 +38,6 @@ _CRITICAL = frozenset(
     {"/", "/*", "~", "~/*", "*", ".", "./*", "..", "../*", ".*", "$HOME", "${HOME}", "$HOME/*"}
     | {"/home", "/Users", "c:", "c:/", "c:/*"}
 )
-_DRIVE = re.compile(r"^[A-Za-z]:")
 
 
 @dataclass(frozen=True)
@@ -214,7 +215,7 @@ def norm_path(path: str) -> str:
 def is_system_path(path: str, system_dirs: Sequence[str]) -> bool:
     """True when ``path`` is one of ``system_dirs`` or lies below one."""
     target = norm_path(path)
-    if not (target.startswith("/") or _DRIVE.match(target)):
+    if not is_absolute(target):
         return False
     segments = target.split("/")
     if ".." in segments:  # /tmp/../etc: resolve lexically before comparing

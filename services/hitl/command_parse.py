@@ -14,16 +14,15 @@ from dataclasses import dataclass
 from services.hitl.command_scan import (
     PUNCT,
     UNHIDE,
-    CommandParseError,
     Substitution,
     render,
     rewrite,
     substitution_ids,
 )
+from services.hitl.errors import CommandParseError
 
 __all__ = [
     "OUTPUT_REDIRECTS",
-    "CommandParseError",
     "Pipeline",
     "Redirect",
     "SimpleCommand",

@@ -44,7 +44,6 @@ from services.hitl.command_options import (
 )
 from services.hitl.command_parse import (
     OUTPUT_REDIRECTS,
-    CommandParseError,
     Redirect,
     SimpleCommand,
     Substitution,
@@ -53,6 +52,7 @@ from services.hitl.command_parse import (
     substitution_ids,
 )
 from services.hitl.command_shell import check_assignment
+from services.hitl.errors import CommandParseError
 
 __all__ = ["DEFAULT_SYSTEM_DIRS", "MAX_DEPTH", "CommandRisk", "Level", "analyse_command"]
 

@@ -17,19 +17,16 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from services.hitl.errors import CommandParseError
+
 __all__ = [
     "PUNCT",
     "UNHIDE",
-    "CommandParseError",
     "Substitution",
     "render",
     "rewrite",
     "substitution_ids",
 ]
-
-
-class CommandParseError(ValueError):
-    """The command line is malformed (unbalanced quotes, unterminated substitution, ...)."""
 
 
 @dataclass(frozen=True)

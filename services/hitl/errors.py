@@ -33,3 +33,7 @@ class CallIdTaken(InvalidInput):
     """The call_id already names a different pending call (another session or content)."""
 
     code = "TOOL_VALIDATION_ERROR"
+
+
+class CommandParseError(ValueError):
+    """The command line is malformed (unbalanced quotes, unterminated substitution, ...)."""

@@ -7,14 +7,13 @@ of the call (``model_says_safe``) is accepted for logging symmetry but never low
 
 from __future__ import annotations
 
-import posixpath
-import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Literal
 
+from services.common.paths import workspace_relative
 from services.hitl.allow_list import AllowList, default_allow_list
 from services.hitl.command_options import DEFAULT_SYSTEM_DIRS, is_system_path
 from services.hitl.command_risk import analyse_command
@@ -29,7 +28,6 @@ __all__ = [
     "ApprovalPolicy",
     "Risk",
     "evaluate",
-    "normalise_workspace_path",
 ]
 
 Risk = Literal["low", "medium", "high"]
@@ -45,7 +43,6 @@ _READ_ONLY_TOOLS = frozenset(
     | {"attempt_completion", "ask_followup_question", "prompt_user", "create_plan", "echo"}
     | {"calculator"}
 )
-_DRIVE = re.compile(r"^[A-Za-z]:")
 
 
 @dataclass(frozen=True)
@@ -78,54 +75,6 @@ class ApprovalPolicy:
 
 
 DEFAULT_POLICY = ApprovalPolicy()
-
-
-def normalise_workspace_path(path: str) -> str | None:
-    """Normalise a workspace-relative path to ``a/b/c`` form, or ``None`` if it is unsafe.
-
-    Unsafe: empty, contains NUL, absolute (``/x``, ``\\x``, ``C:\\x``, ``C:x``, UNC), starts
-    with ``~`` (a shell would expand it to the home directory), or climbs above the
-    workspace with ``..``. Backslashes count as separators because the IDE may run on
-    Windows; for the same reason segments made only of dots and spaces other than ``.``
-    and ``..`` are refused (Windows strips trailing dots/spaces, so ``.. `` means ``..``).
-    The workspace root itself is ``"."``.
-    """
-    if not path or "\x00" in path:
-        return None
-    unified = path.replace("\\", "/")
-    if unified.startswith(("/", "~")) or _DRIVE.match(unified):
-        return None
-    parts: list[str] = []
-    for segment in unified.split("/"):
-        if segment in ("", "."):
-            continue
-        if segment == "..":
-            if not parts:
-                return None
-            parts.pop()
-        elif not segment.strip(". "):
-            return None
-        else:
-            parts.append(segment)
-    return "/".join(parts) or "."
-
-
-def _workspace_relative(path: str, root: str) -> str | None:
-    """Like ``normalise_workspace_path`` but accepts absolute paths inside an absolute root."""
-    unified, root_unified = path.replace("\\", "/"), root.replace("\\", "/")
-    absolute_root = root_unified.startswith("/") or bool(_DRIVE.match(root_unified))
-    if absolute_root and (unified.startswith("/") or _DRIVE.match(unified)):
-        if "\x00" in unified:
-            return None
-        resolved, base = posixpath.normpath(unified), posixpath.normpath(root_unified)
-        if _DRIVE.match(base):  # drive letters are case-insensitive
-            resolved, base = resolved.lower(), base.lower()
-        if resolved == base:
-            return "."
-        if not resolved.startswith(base.rstrip("/") + "/"):
-            return None
-        unified = resolved[len(base.rstrip("/")) + 1 :]
-    return normalise_workspace_path(unified)
 
 
 def _approve(reason: str, risk: Risk) -> ApprovalDecision:
@@ -179,7 +128,7 @@ def _directory_decision(
         return _approve("Directory path is missing or not a string", "medium")
     if is_system_path(path, policy.system_dirs):
         return _approve(f"Directory is in a system location: {path}", "high")
-    if _workspace_relative(path, policy.workspace_root) is None:
+    if workspace_relative(path, policy.workspace_root) is None:
         return _approve(f"Directory is outside the workspace: {path}", "medium")
     return _NO_APPROVAL
 

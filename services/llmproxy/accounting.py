@@ -10,8 +10,9 @@ from collections.abc import AsyncIterator
 from prometheus_client import Counter, Histogram
 
 from services.common.errors import ServiceError
+from services.common.model_stream import ModelFinished, ModelOutput
 from services.llmproxy.store import RequestRecord, UsageStore
-from services.llmproxy.upstream import Chunk, CompletionRequest, Finished, Upstream
+from services.llmproxy.upstream import CompletionRequest, Upstream
 
 log = logging.getLogger(__name__)
 
@@ -36,14 +37,14 @@ class AccountedUpstream:
 
     async def complete(
         self, session_id: str, purpose: str, request: CompletionRequest
-    ) -> AsyncIterator[Chunk]:
+    ) -> AsyncIterator[ModelOutput]:
         started = time.perf_counter()
-        finished: Finished | None = None
+        finished: ModelFinished | None = None
         error_code: str | None = "CANCELLED"
         waiting_first = True
         try:
             async for chunk in self.upstream.complete(request):
-                if isinstance(chunk, Finished):
+                if isinstance(chunk, ModelFinished):
                     finished = chunk
                 elif waiting_first:
                     waiting_first = False

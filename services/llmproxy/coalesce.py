@@ -13,14 +13,14 @@ import contextlib
 from collections import deque
 from collections.abc import AsyncIterator
 
-from services.llmproxy.upstream import Chunk, ReasoningDelta, TextDelta
+from services.common.model_stream import ModelOutput, ReasoningPiece, TextPiece
 
 
-async def coalesced(source: AsyncIterator[Chunk]) -> AsyncIterator[Chunk]:
+async def coalesced(source: AsyncIterator[ModelOutput]) -> AsyncIterator[ModelOutput]:
     """``source``'s chunks in order, adjacent text (or reasoning) deltas that waited
     joined together;
     ``source``'s failure is raised after what it produced before it."""
-    pending: deque[Chunk] = deque()
+    pending: deque[ModelOutput] = deque()
     ready = asyncio.Event()
     finished = False
 
@@ -41,7 +41,7 @@ async def coalesced(source: AsyncIterator[Chunk]) -> AsyncIterator[Chunk]:
             ready.clear()
             while pending:
                 chunk = pending.popleft()
-                if isinstance(chunk, TextDelta | ReasoningDelta):
+                if isinstance(chunk, TextPiece | ReasoningPiece):
                     kind = type(chunk)
                     parts = [chunk.text]
                     while pending and type(following := pending[0]) is kind:

@@ -18,22 +18,9 @@ from typing import Any
 import aiohttp
 import orjson
 
+from services.llmproxy.errors import UpstreamStatus
+
 USER_AGENT = "codelab-llmproxy"
-
-
-class UpstreamStatus(Exception):
-    """The upstream answered with a status other than 2xx."""
-
-    def __init__(
-        self, status: int, message: str, code: str | None = None, retry_after: float | None = None
-    ) -> None:
-        super().__init__(f"upstream answered {status}: {message}")
-        self.status = status
-        self.message = message
-        self.code = code
-        """The error body's ``error.code`` (e.g. ``context_length_exceeded``)."""
-        self.retry_after = retry_after
-        """Seconds the upstream asked to wait (``Retry-After``), when it said."""
 
 
 def error_details(status: int, body: bytes) -> tuple[str, str | None]:

@@ -11,21 +11,38 @@ from grpc import aio
 from codelab.v1 import llmproxy_pb2 as pb
 from codelab.v1 import llmproxy_pb2_grpc as pb_grpc
 from services.common.errors import InvalidInput
+from services.common.model_stream import ModelOutput, ModelToolCall, ReasoningPiece, TextPiece
 from services.llmproxy.accounting import AccountedUpstream
 from services.llmproxy.coalesce import coalesced
 from services.llmproxy.store import Usage, UsageStore
 from services.llmproxy.tool_names import ToolNames
-from services.llmproxy.upstream import (
-    CompletionRequest,
-    Finished,
-    ReasoningDelta,
-    TextDelta,
-    ToolCallOut,
-)
+from services.llmproxy.upstream import CompletionRequest
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["LlmProxy"].full_name
 DEFAULT_LIST_LIMIT = 100
 MAX_LIST_LIMIT = 1000
+
+
+def output_to_proto(chunk: ModelOutput, names: ToolNames) -> pb.CompleteChunk:
+    """One piece of the reply on the wire (the orchestrator's LlmClient reads it back)."""
+    if isinstance(chunk, TextPiece):
+        return pb.CompleteChunk(text_delta=chunk.text)
+    if isinstance(chunk, ReasoningPiece):
+        return pb.CompleteChunk(reasoning_delta=chunk.text)
+    if isinstance(chunk, ModelToolCall):
+        call = pb.LlmToolCall(
+            id=chunk.id, name=names.to_catalog(chunk.name), arguments_json=chunk.arguments_json
+        )
+        return pb.CompleteChunk(tool_call=call)
+    usage = pb.Usage(
+        prompt_tokens=chunk.prompt_tokens,
+        completion_tokens=chunk.completion_tokens,
+        total_tokens=chunk.prompt_tokens + chunk.completion_tokens,
+        reasoning_tokens=chunk.reasoning_tokens,
+    )
+    return pb.CompleteChunk(
+        finish=pb.Finish(finish_reason=chunk.finish_reason, model=chunk.model, usage=usage)
+    )
 
 
 def message_to_openai(message: pb.ChatMessage, names: ToolNames) -> dict[str, Any]:
@@ -122,31 +139,7 @@ class LlmProxyServicer(pb_grpc.LlmProxyServicer):
         domain = request_from_proto(request, names)
         upstream = self.upstream.complete(request.session_id, request.purpose, domain)
         async for chunk in coalesced(upstream):
-            if isinstance(chunk, TextDelta):
-                yield pb.CompleteChunk(text_delta=chunk.text)
-            elif isinstance(chunk, ReasoningDelta):
-                yield pb.CompleteChunk(reasoning_delta=chunk.text)
-            elif isinstance(chunk, ToolCallOut):
-                yield pb.CompleteChunk(
-                    tool_call=pb.LlmToolCall(
-                        id=chunk.id,
-                        name=names.to_catalog(chunk.name),
-                        arguments_json=chunk.arguments_json,
-                    )
-                )
-            elif isinstance(chunk, Finished):
-                yield pb.CompleteChunk(
-                    finish=pb.Finish(
-                        finish_reason=chunk.finish_reason,
-                        model=chunk.model,
-                        usage=pb.Usage(
-                            prompt_tokens=chunk.prompt_tokens,
-                            completion_tokens=chunk.completion_tokens,
-                            total_tokens=chunk.prompt_tokens + chunk.completion_tokens,
-                            reasoning_tokens=chunk.reasoning_tokens,
-                        ),
-                    )
-                )
+            yield output_to_proto(chunk, names)
 
     async def Embed(
         self, request: pb.EmbedRequest, context: aio.ServicerContext[Any, Any]

@@ -23,6 +23,13 @@ import openai
 import orjson
 from openai import AsyncOpenAI
 
+from services.common.model_stream import (
+    ModelFinished,
+    ModelOutput,
+    ModelToolCall,
+    ReasoningPiece,
+    TextPiece,
+)
 from services.llmproxy.assembly import Assembly
 from services.llmproxy.errors import (
     LlmContextExceeded,
@@ -30,8 +37,9 @@ from services.llmproxy.errors import (
     LlmStreamInterrupted,
     LlmTimeout,
     LlmUnavailable,
+    UpstreamStatus,
 )
-from services.llmproxy.http_stream import StreamingHttp, UpstreamStatus
+from services.llmproxy.http_stream import StreamingHttp
 from services.llmproxy.sse import SseParser
 
 log = logging.getLogger(__name__)
@@ -62,50 +70,13 @@ class CompletionRequest:
     timeout: float = 0.0
 
 
-@dataclass(frozen=True)
-class TextDelta:
-    """A piece of the answer's text."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class ReasoningDelta:
-    """A piece of the model's reasoning (never part of the answer)."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class ToolCallOut:
-    """A whole tool call, assembled from its deltas."""
-
-    id: str
-    name: str
-    arguments_json: str
-
-
-@dataclass(frozen=True)
-class Finished:
-    """The end of a completion."""
-
-    finish_reason: str
-    prompt_tokens: int
-    completion_tokens: int
-    model: str
-    reasoning_tokens: int = 0
-
-
-Chunk = TextDelta | ReasoningDelta | ToolCallOut | Finished
-
-
-def _deltas(assembly: Assembly, payloads: list[bytes]) -> list[Chunk]:
+def _deltas(assembly: Assembly, payloads: list[bytes]) -> list[ModelOutput]:
     """What the payloads that arrived together say: reasoning first, then the text."""
     text = _text_of(assembly, payloads)
     thought = assembly.take_reasoning()
-    out: list[Chunk] = [ReasoningDelta(thought)] if thought else []
+    out: list[ModelOutput] = [ReasoningPiece(thought)] if thought else []
     if text:
-        out.append(TextDelta(text))
+        out.append(TextPiece(text))
     return out
 
 
@@ -217,7 +188,7 @@ class Upstream:
         """How the retry back-off waits (a test records the waits instead)."""
         self._reachable_at: tuple[float, bool] | None = None
 
-    async def complete(self, request: CompletionRequest) -> AsyncIterator[Chunk]:
+    async def complete(self, request: CompletionRequest) -> AsyncIterator[ModelOutput]:
         """Stream one completion; raise an LlmError subclass on failure."""
         timeout = request.timeout or self.timeout
         attempt = 0
@@ -253,7 +224,7 @@ class Upstream:
 
     async def _stream_once(
         self, request: CompletionRequest, seconds: float
-    ) -> AsyncIterator[Chunk]:
+    ) -> AsyncIterator[ModelOutput]:
         """One upstream call. The body is read as raw bytes (decoded with orjson, not one
         pydantic model per chunk) and the text of chunks that arrive together goes on
         as one delta: an unpaced upstream costs a few messages, not one per token."""
@@ -287,7 +258,7 @@ class Upstream:
         if not assembly.finish_reason:
             raise LlmStreamInterrupted("upstream stream ended without a finish reason")
         for call_id, name, arguments in assembly.tool_calls():
-            yield ToolCallOut(call_id, name, arguments)
+            yield ModelToolCall(call_id, name, arguments)
         prompt, completion = assembly.tokens()
         thinking = assembly.reasoning_tokens()
         if thinking is None:
@@ -296,7 +267,7 @@ class Upstream:
             prompt = estimate_tokens(str(request.messages))
         if completion is None:
             completion = estimate_chars(assembly.text_chars) + thinking
-        yield Finished(assembly.finish_reason, prompt, completion, assembly.model, thinking)
+        yield ModelFinished(assembly.finish_reason, prompt, completion, assembly.model, thinking)
 
     async def close(self) -> None:
         """Close both clients."""

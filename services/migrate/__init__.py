@@ -12,9 +12,10 @@ import logging
 from pathlib import Path
 
 from services.common.db import Pool, create_pool
+from services.common.errors import SettingsError
 from services.common.migrations import migration_files
 from services.common.runner import migrate
-from services.common.settings import Settings, SettingsError
+from services.common.settings import Settings
 
 log = logging.getLogger(__name__)
 

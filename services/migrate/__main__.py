@@ -2,8 +2,9 @@ import asyncio
 import os
 import sys
 
+from services.common.errors import SettingsError
 from services.common.logs import configure_logging
-from services.common.settings import Settings, SettingsError
+from services.common.settings import Settings
 from services.migrate import run
 
 try:

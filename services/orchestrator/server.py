@@ -24,22 +24,23 @@ from services.common.probes import health_probe
 from services.common.runner import run_service
 from services.common.server import MeshServer, ServiceDeps, create_server
 from services.common.settings import Settings
-from services.orchestrator.agents.agent_search import AgentDirectory
 from services.orchestrator.agents.instances import InstancePool
 from services.orchestrator.agents.template_vectors import keep_embedded
 from services.orchestrator.agents.templates import AgentRegistry, install_templates
+from services.orchestrator.peers.agent_directory import (
+    AgentDirectory,
+    directory_embedder,
+    directory_searcher,
+)
 from services.orchestrator.peers.llm import LlmClient
 from services.orchestrator.peers.mcp_sources import EXECUTOR as MCP
 from services.orchestrator.peers.mcp_sources import McpSources
 from services.orchestrator.peers.mesh_clients import (
     HitlClient,
     catalog_version,
-    directory_embedder,
-    directory_searcher,
     load_catalog,
     tool_searcher,
 )
-from services.orchestrator.peers.metered_llm import MeteredLlm
 from services.orchestrator.peers.source_catalog import CatalogTool, SourceCatalog
 from services.orchestrator.peers.source_registry import SourceRegistry
 from services.orchestrator.peers.tool_source import ToolSource
@@ -84,6 +85,8 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
             ("toolsearch", settings.toolsearch_addr),
         )
     }
+    limits = UserLimits(pool, settings.limits)
+    metered = bool(settings.limits.tokens_per_day or settings.limits.cost_per_day)
     llm = LlmClient(
         cast(
             "llmproxy_pb2_grpc.LlmProxyAsyncStub",
@@ -91,10 +94,8 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         ),
         deadline=settings.llm_timeout * (settings.llm_max_retries + 1) + 30,
         turn_retries=settings.llm_turn_retries,
+        meter=limits if metered else None,
     )
-    limits = UserLimits(pool, settings.limits)
-    if settings.limits.tokens_per_day or settings.limits.cost_per_day:
-        llm = MeteredLlm(llm, limits)
     hitl = HitlClient(cast("hitl_pb2_grpc.HitlAsyncStub", hitl_pb2_grpc.HitlStub(channels["hitl"])))
     toolsearch = cast(
         "toolsearch_pb2_grpc.ToolSearchAsyncStub",
@@ -141,7 +142,7 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         retention_days=settings.session_retention_days,
     )
     servicer = AgentRuntimeServicer(runtime, hub, store, ledger, agents, hitl)
-    admin = AgentAdminServicer(pool, agents, loop.toolbox, instances, loop.directory.directory)
+    admin = AgentAdminServicer(pool, agents, loop.toolbox, instances, loop.directory)
 
     keys = ApiKeys(pool)
     await keys.seed(

@@ -6,13 +6,8 @@ to script each completion; without one it answers with plausible defaults.
 
 from services.scripted_model.app import create_app, serve
 from services.scripted_model.config import ScriptedModelSettings
-from services.scripted_model.scenarios import (
-    ErrorSpec,
-    Scenario,
-    ScenarioError,
-    ScriptedModelState,
-    ToolCallSpec,
-)
+from services.scripted_model.errors import ScenarioError
+from services.scripted_model.scenarios import ErrorSpec, Scenario, ScriptedModelState, ToolCallSpec
 from services.scripted_model.testing import ScriptedModelHandle, running_scripted_model
 
 __all__ = [

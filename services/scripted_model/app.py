@@ -33,12 +33,12 @@ from services.scripted_model.config import ScriptedModelSettings
 from services.scripted_model.default_behaviour import default_scenario
 from services.scripted_model.embeddings import (
     DIMENSIONS,
-    EmbeddingInputError,
     embeddings_response,
     normalise_input,
 )
-from services.scripted_model.scenarios import ScenarioError, ScriptedModelState
-from services.scripted_model.validation import RequestRefused, check_request
+from services.scripted_model.errors import EmbeddingInputError, RequestRefused, ScenarioError
+from services.scripted_model.scenarios import ScriptedModelState
+from services.scripted_model.validation import check_request
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -47,12 +47,6 @@ _ERROR_TYPES = {
     404: "not_found_error",
     429: "rate_limit_error",
 }
-
-
-class _BadRequest(Exception):
-    def __init__(self, message: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.param = param
 
 
 def _error(status: int, message: str, error_type: str | None = None, **kw: Any) -> JSONResponse:
@@ -64,9 +58,9 @@ async def _json_object(request: Request) -> dict[str, Any]:
     try:
         body = json.loads(await request.body())
     except (ValueError, UnicodeDecodeError):
-        raise _BadRequest("We could not parse the JSON body of your request.") from None
+        raise RequestRefused("We could not parse the JSON body of your request.") from None
     if not isinstance(body, dict):
-        raise _BadRequest("The request body must be a JSON object.")
+        raise RequestRefused("The request body must be a JSON object.")
     return body
 
 
@@ -96,7 +90,7 @@ def _optional_int(body: Mapping[str, Any], *keys: str) -> int | None:
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise _BadRequest(f"{key} must be a positive integer", key)
+            raise RequestRefused(f"{key} must be a positive integer", key)
         return value
     return None
 
@@ -110,18 +104,15 @@ class _Handlers:
         self.state.record(body)
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
-            raise _BadRequest(
+            raise RequestRefused(
                 "'messages' is a required property and must be a non-empty array", "messages"
             )
         if not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages):
-            raise _BadRequest("each message must be an object with a string 'role'", "messages")
-        try:
-            check_request(body)
-        except RequestRefused as refused:
-            return _error(400, str(refused), param=refused.param, code=refused.code)
+            raise RequestRefused("each message must be an object with a string 'role'", "messages")
+        check_request(body)
         stream = body.get("stream") or False
         if not isinstance(stream, bool):
-            raise _BadRequest("stream must be a boolean", "stream")
+            raise RequestRefused("stream must be a boolean", "stream")
         max_tokens = _optional_int(body, "max_completion_tokens", "max_tokens")
         prompt_tokens = count_prompt_tokens(messages, body.get("tools"))
         window = self.state.context_window
@@ -209,10 +200,10 @@ class _Handlers:
         try:
             texts = normalise_input(body.get("input"))
         except EmbeddingInputError as exc:
-            raise _BadRequest(str(exc), "input") from None
+            raise RequestRefused(str(exc), "input") from None
         encoding = body.get("encoding_format") or "float"
         if encoding not in {"float", "base64"}:
-            raise _BadRequest("encoding_format must be 'float' or 'base64'", "encoding_format")
+            raise RequestRefused("encoding_format must be 'float' or 'base64'", "encoding_format")
         dimensions = _optional_int(body, "dimensions") or DIMENSIONS
         model = body.get("model") if isinstance(body.get("model"), str) else None
         return JSONResponse(
@@ -233,14 +224,14 @@ class _Handlers:
         try:
             payload = json.loads(await request.body())
         except (ValueError, UnicodeDecodeError):
-            raise _BadRequest("scenario body is not valid JSON") from None
+            raise RequestRefused("scenario body is not valid JSON") from None
         if isinstance(payload, dict) and "scenarios" in payload:
             payload = payload["scenarios"]
         items = payload if isinstance(payload, list) else [payload]
         try:
             return JSONResponse({"queued": self.state.enqueue(*items)})
         except ScenarioError as exc:
-            raise _BadRequest(str(exc)) from None
+            raise RequestRefused(str(exc)) from None
 
     async def requests(self, request: Request) -> Response:
         if request.method == "DELETE":
@@ -252,7 +243,8 @@ class _Handlers:
 
 
 async def _bad_request(request: Request, exc: Exception) -> Response:
-    return _error(400, str(exc), param=exc.param if isinstance(exc, _BadRequest) else None)
+    assert isinstance(exc, RequestRefused)
+    return _error(400, str(exc), param=exc.param, code=exc.code)
 
 
 async def _http_exception(request: Request, exc: Exception) -> Response:
@@ -274,7 +266,7 @@ def create_app(
         Route("/_scripted/requests", handlers.requests, methods=["GET", "DELETE"]),
         Route("/health", handlers.health, methods=["GET"]),
     ]
-    handlers_map = {_BadRequest: _bad_request, HTTPException: _http_exception}
+    handlers_map = {RequestRefused: _bad_request, HTTPException: _http_exception}
     app = Starlette(routes=routes, exception_handlers=handlers_map)
     app.state.scripted = handlers.state
     return app

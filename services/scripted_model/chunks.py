@@ -276,6 +276,15 @@ def sse_event(data: JsonObject | str) -> bytes:
     return f"data: {data}\n\n".encode()
 
 
+def due_after(position: int, first_delay: float, delay: float) -> float:
+    """Seconds from the stream's start to chunk ``position``: on a schedule, as a model
+    generates, so a late write (a busy box) does not push every later chunk back and the
+    pace stays the scenario's."""
+    if position <= 0:
+        return 0.0
+    return first_delay + (position - 1) * delay
+
+
 class EventStream(StreamingResponse):
     """SSE body with pacing; `cut_after` ends it mid-body like a broken upstream.
 
@@ -295,9 +304,12 @@ class EventStream(StreamingResponse):
     async def _paced(self) -> AsyncIterator[bytes]:
         chunks = self._chunks[: self._cut_after]
         finished = len(chunks) == len(self._chunks)
+        clock = asyncio.get_running_loop().time
+        start = clock()
         for position, chunk in enumerate(chunks):
             if position > 0:
-                await asyncio.sleep(self._first_delay if position == 1 else self._delay)
+                due = start + due_after(position, self._first_delay, self._delay)
+                await asyncio.sleep(max(0.0, due - clock()))
             if position > 0 and not self._delay:
                 # No pace: the rest of the answer goes in one write, as an upstream that
                 # generates faster than the network sends would deliver it.

@@ -17,16 +17,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from services.scripted_model.chunks import JsonObject, count_tokens
+from services.scripted_model.errors import EmbeddingInputError
 
 DIMENSIONS = 384
 _WORD_RE = re.compile(r"\w+")
 # Whole words carry more meaning than fragments; trigrams only smooth over morphology.
 _WORD_WEIGHT = 1.0
 _TRIGRAM_WEIGHT = 0.5
-
-
-class EmbeddingInputError(ValueError):
-    """The `input` of an embeddings request has an unsupported shape."""
 
 
 def _bucket(feature: str) -> tuple[int, float]:

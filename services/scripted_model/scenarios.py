@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.scripted_model.errors import ScenarioError
+
 _SCENARIO_KEYS = frozenset(
     {
         "match", "text", "tool_calls", "error", "times", "repeat", "token_delay_ms",
@@ -23,10 +25,6 @@ _SCENARIO_KEYS = frozenset(
 _FINISH_REASONS = frozenset({"stop", "tool_calls", "length", "content_filter"})
 # vLLM and DeepSeek stream reasoning as `reasoning_content`, OpenRouter as `reasoning`.
 REASONING_FIELDS = ("reasoning_content", "reasoning")
-
-
-class ScenarioError(ValueError):
-    """A scenario description is malformed; the control endpoint answers 400."""
 
 
 @dataclass(frozen=True, slots=True)

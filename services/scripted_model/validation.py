@@ -12,18 +12,11 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from services.scripted_model.errors import RequestRefused
+
 NAME_PATTERN = "^[a-zA-Z0-9_-]+$"
 _NAME_RE = re.compile(r"[a-zA-Z0-9_-]+")
 MAX_NAME = 64
-
-
-class RequestRefused(ValueError):
-    """A request the upstream answers with 400 ``invalid_request_error``."""
-
-    def __init__(self, message: str, param: str | None, code: str | None) -> None:
-        super().__init__(message)
-        self.param = param
-        self.code = code
 
 
 def check_name(name: Any, param: str) -> None:

@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from services.common.env_values import number
-from services.common.settings import Settings, SettingsError
+from services.common.errors import SettingsError
+from services.common.settings import Settings
 from services.common.tls import MeshTls
 from services.supervisor.readiness import Probe, dial_host, grpc_serving, http_ok
 

@@ -31,8 +31,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from services.common.embedded_pg import EmbeddedPostgres, start_embedded
+from services.common.errors import SettingsError
 from services.common.logs import configure_logging
-from services.common.settings import Settings, SettingsError
+from services.common.settings import Settings
 from services.supervisor.plan import (
     ChildSpec,
     SupervisorKnobs,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from services.common.env_values import number
-from services.common.settings import SettingsError
+from services.common.errors import SettingsError
 from services.common.settings import _bool as read_bool
 
 EmbeddingsSource = Literal["local", "llmproxy"]

@@ -19,8 +19,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Literal
 
+from services.common.bm25 import Mask
 from services.common.errors import DatabaseError
-from services.toolsearch.bm25 import Mask
 from services.toolsearch.catalog import SearchFilters, Tool
 from services.toolsearch.config import ToolSearchConfig
 from services.toolsearch.embedder import Embedder

@@ -124,7 +124,11 @@ class ToolSearchServicer(pb_grpc.ToolSearchServicer):
         return pb.DirectorySearchResponse(
             hits=[
                 pb.DirectoryHit(
-                    name=h.name, score=h.score, lexical_score=h.lexical, dense_score=h.dense
+                    name=h.name,
+                    score=h.score,
+                    lexical_score=h.lexical,
+                    dense_score=h.dense,
+                    matched_terms=list(h.matched),
                 )
                 for h in hits
             ]

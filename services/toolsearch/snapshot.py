@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from services.toolsearch.bm25 import Bm25Index, Mask, term_counts, top_positions
+from services.common.bm25 import Bm25Index, Mask, term_counts, top_positions
 from services.toolsearch.catalog import SearchFilters, Tool, lexical_text
 from services.toolsearch.store import Indexed, Key, Vector
 

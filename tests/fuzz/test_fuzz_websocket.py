@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from websockets.sync.client import ClientConnection, connect
 
 from codelab.v1 import common_pb2 as pb
-from services.gateway.translate import PARSERS, ProtocolError, parse_text
+from services.gateway.errors import ProtocolError
+from services.gateway.translate import PARSERS, parse_text
 from tests.fuzz.conftest import FUZZ
 from tests.support.mesh import Mesh
 

@@ -10,7 +10,9 @@ import httpx
 import pytest
 import websockets
 
+from codelab.v1 import common_pb2 as pb
 from codelab.v1 import runtime_pb2
+from services.orchestrator.state.store import SessionStore
 from tests.support.history import history_problems
 from tests.support.ide import Ide, ide, of, text_of
 from tests.support.mesh import Mesh, running_mesh
@@ -200,3 +202,20 @@ async def test_a_decision_on_an_approval_hitl_already_expired_is_the_expiry(mesh
     assert text_of(events) == "I will not write it."
     tool = mesh.scripted.requests[-1]["messages"][-1]
     assert tool["role"] == "tool" and "HITL_TIMEOUT" in tool["content"]
+
+
+async def test_a_replica_shutting_down_leaves_its_turn_for_another_not_cancelled(
+    mesh: Mesh,
+) -> None:
+    """Stopping the process cancels its workers: that is not the user's cancel. The turn
+    stays interrupted (another replica takes it over) and no `done: cancelled` is written."""
+    mesh.scripted.enqueue({"text": LONG, "token_delay_ms": 30})
+    async with ide(mesh, "shutdown") as client:
+        await client.send({"type": "user_message", "content": "talk"})
+        for _ in range(3):
+            await client.ws.recv()
+        await mesh.servers["orchestrator"].stop(0)
+    store = SessionStore(mesh.pool)
+    written = [pb.ServerEvent.FromString(raw) for _, raw in await store.events_after("shutdown", 0)]
+    assert [e.done.status for e in written if e.WhichOneof("event") == "done"] == []
+    assert "shutdown" in await store.interrupted_turns()

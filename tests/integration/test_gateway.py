@@ -13,7 +13,7 @@ import websockets
 
 from clients.python import MeshClient
 from services.common.asgi import running_asgi
-from services.common.settings import SettingsError
+from services.common.errors import SettingsError
 from services.gateway.app import create_app
 from services.gateway.auth import check_bind
 from tests.support.mesh import Mesh, running_mesh

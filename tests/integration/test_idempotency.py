@@ -145,6 +145,26 @@ async def test_v1_idempotency_key_replays_the_first_answer(mesh: Mesh) -> None:
     assert len(mesh.scripted.requests) == 2
 
 
+async def test_v1_idempotency_key_on_a_new_session_opens_it_once(mesh: Mesh) -> None:
+    """A first request retried with its key (the answer was lost on the way) reaches the
+    same new session and replays its answer: one session, one turn, one model call."""
+    mesh.scripted.enqueue({"text": "Only once."})
+    body = {"model": "universal", "messages": [{"role": "user", "content": "start"}]}
+    async with httpx.AsyncClient(base_url=mesh.gateway_url + "/v1", timeout=20) as http:
+        replies = [
+            await http.post("/chat/completions", json=body, headers={"Idempotency-Key": key})
+            for key in ("open-1", "open-1", "open-2")
+        ]
+    first, again, other = (r.json() for r in replies)
+    assert first["session_id"] == again["session_id"] != other["session_id"]
+    assert [first["choices"][0]["message"]["content"]] * 2 == [
+        again["choices"][0]["message"]["content"],
+        "Only once.",
+    ]
+    assert await user_messages(mesh.client, first["session_id"]) == ["start"]
+    assert len([r for r in mesh.scripted.requests if r["messages"][-1]["content"] == "start"]) == 2
+
+
 async def test_a_bad_client_message_id_is_refused_with_its_code(mesh: Mesh) -> None:
     async with ide(mesh, "bad-id") as client:
         await client.send({"type": "user_message", "content": "x", "client_message_id": 7})

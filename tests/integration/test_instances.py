@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 
 from services.common.db import Pool
-from services.orchestrator.agents.instances import InstancePool, InstanceState, PoolExhausted
+from services.orchestrator.agents.instances import InstancePool, InstanceState
 from services.orchestrator.agents.template_store import TemplateStore, recorded_instances
 from services.orchestrator.agents.templates import (
     AgentRegistry,
     builtin_definitions,
     install_templates,
 )
+from services.orchestrator.errors import InvalidTransition, PoolExhausted
 from services.orchestrator.state.session_states import (
-    InvalidTransition,
     SessionState,
     get_state,
     set_state,

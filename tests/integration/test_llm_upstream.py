@@ -11,8 +11,9 @@ import pytest
 from aiohttp import web
 from openai import AsyncOpenAI
 
+from services.common.model_stream import ModelFinished, TextPiece
 from services.llmproxy.errors import LlmError, LlmStreamInterrupted, LlmTimeout, LlmUnavailable
-from services.llmproxy.upstream import CompletionRequest, Finished, TextDelta, Upstream
+from services.llmproxy.upstream import CompletionRequest, Upstream
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 REQUEST = CompletionRequest(messages=[{"role": "user", "content": "hi"}])
@@ -109,5 +110,5 @@ async def test_a_stream_cut_after_its_first_token_is_interrupted() -> None:
             async for piece in upstream.complete(REQUEST):
                 got.append(piece)
         await upstream.close()
-        assert got == [TextDelta("half")]
-        assert not any(isinstance(p, Finished) for p in got)
+        assert got == [TextPiece("half")]
+        assert not any(isinstance(p, ModelFinished) for p in got)

@@ -11,7 +11,8 @@ import asyncpg
 import pytest
 
 from services.common.db import create_pool
-from services.common.settings import Settings, SettingsError
+from services.common.errors import SettingsError
+from services.common.settings import Settings
 from services.migrate import all_migrations, pending, run
 from tests.support.databases import drop_database, with_database
 

@@ -11,16 +11,9 @@ from typing import Any
 import pytest
 from openai import AsyncOpenAI
 
+from services.common.model_stream import ModelFinished, ModelToolCall, ReasoningPiece, TextPiece
 from services.llmproxy.errors import LlmContextExceeded, LlmUnavailable
-from services.llmproxy.upstream import (
-    MAX_RETRY_AFTER,
-    CompletionRequest,
-    Finished,
-    ReasoningDelta,
-    TextDelta,
-    ToolCallOut,
-    Upstream,
-)
+from services.llmproxy.upstream import MAX_RETRY_AFTER, CompletionRequest, Upstream
 from services.scripted_model.testing import ScriptedModelHandle, running_scripted_model
 
 CASES: list[dict[str, Any]] = json.loads(
@@ -57,11 +50,11 @@ async def test_each_family_streams_into_the_same_answer(
     model.state.enqueue({"raw_chunks": case["chunks"], "token_delay_ms": 2 if paced else 0})
     chunks = await collect(upstream)
     expected = case["expect"]
-    text = "".join(c.text for c in chunks if isinstance(c, TextDelta))
-    reasoning = "".join(c.text for c in chunks if isinstance(c, ReasoningDelta))
-    calls = [[c.id, c.name, c.arguments_json] for c in chunks if isinstance(c, ToolCallOut)]
+    text = "".join(c.text for c in chunks if isinstance(c, TextPiece))
+    reasoning = "".join(c.text for c in chunks if isinstance(c, ReasoningPiece))
+    calls = [[c.id, c.name, c.arguments_json] for c in chunks if isinstance(c, ModelToolCall)]
     finished = chunks[-1]
-    assert isinstance(finished, Finished)
+    assert isinstance(finished, ModelFinished)
     assert (text, reasoning, calls) == (
         expected["text"],
         expected["reasoning"],
@@ -98,7 +91,7 @@ async def test_a_429_waits_what_retry_after_asks_then_succeeds(
         {"text": "after the wait"},
     )
     chunks = await collect(upstream)
-    assert "".join(c.text for c in chunks if isinstance(c, TextDelta)) == "after the wait"
+    assert "".join(c.text for c in chunks if isinstance(c, TextPiece)) == "after the wait"
     assert len(waits) == 1 and waits[0] >= 4
 
 

@@ -10,11 +10,11 @@ from services.orchestrator.agents.budgets import (
     CLARIFICATION_TOOLS,
     SEARCH_TOOLS,
     Budgets,
-    InvalidBudget,
     canonical_budgets,
 )
 from services.orchestrator.agents.template_rules import canonical
 from services.orchestrator.agents.templates import AgentTemplate, builtin_definitions
+from services.orchestrator.errors import InvalidBudget
 
 
 def test_given_budgets_are_stored_and_absent_ones_are_not() -> None:

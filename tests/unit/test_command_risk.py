@@ -9,7 +9,6 @@ import time
 import pytest
 
 from services.hitl.command_parse import (
-    CommandParseError,
     Redirect,
     SimpleCommand,
     Substitution,
@@ -17,6 +16,7 @@ from services.hitl.command_parse import (
     render,
 )
 from services.hitl.command_risk import MAX_COMMAND_LENGTH, MAX_DEPTH, CommandRisk, analyse_command
+from services.hitl.errors import CommandParseError
 
 # (command, fragment expected in one of the reasons)
 DANGEROUS: list[tuple[str, str]] = [

@@ -6,12 +6,12 @@ import dataclasses
 
 import pytest
 
+from services.common.paths import normalise_workspace_path
 from services.hitl.policy import (
     DEFAULT_POLICY,
     ApprovalDecision,
     ApprovalPolicy,
     evaluate,
-    normalise_workspace_path,
 )
 
 NO_APPROVAL = ApprovalDecision(requires_approval=False, reason=None, risk="low")

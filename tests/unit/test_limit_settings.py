@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from services.common.errors import SettingsError
 from services.common.limit_settings import LimitSettings, Price, parse_prices
-from services.common.settings import Settings, SettingsError
+from services.common.settings import Settings
 from services.orchestrator.agents.templates import AgentTemplate
 from services.orchestrator.session.limits import retry_after
-from services.orchestrator.turn.loop import Budget, turn_budget_spent
+from services.orchestrator.turn.task_limits import Budget, turn_budget_spent
 
 
 def test_everything_is_off_by_default() -> None:

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from services.llmproxy.assembly import Assembly
-from services.llmproxy.errors import LlmContextExceeded, LlmError, LlmUnavailable
-from services.llmproxy.http_stream import UpstreamStatus, error_details, retry_after
+from services.llmproxy.errors import LlmContextExceeded, LlmError, LlmUnavailable, UpstreamStatus
+from services.llmproxy.http_stream import error_details, retry_after
 from services.llmproxy.upstream import MAX_RETRY_AFTER, classify, retry_delay
 
 CASES: list[dict[str, Any]] = json.loads(

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from services.common.settings import SettingsError
-from services.toolsearch.bm25 import Bm25Index, tokenize
+from services.common.bm25 import Bm25Index, tokenize
+from services.common.errors import SettingsError
 from services.toolsearch.catalog import SearchFilters, Tool, split_identifier
 from services.toolsearch.config import ToolSearchConfig
 from services.toolsearch.embedder import MemoEmbedder, Purpose

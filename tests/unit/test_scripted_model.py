@@ -12,6 +12,7 @@ import openai
 import pytest
 
 from services.scripted_model import Scenario, ToolCallSpec
+from services.scripted_model.chunks import due_after
 from services.scripted_model.testing import ScriptedModelHandle, running_scripted_model
 
 MODEL = "codelab-scripted"
@@ -414,3 +415,9 @@ async def test_malformed_chat_request_is_400(model: ScriptedModelHandle, body: b
     error = response.json()["error"]
     assert set(error) == {"message", "type", "param", "code"}
     assert error["type"] == "invalid_request_error" and error["message"]
+
+
+def test_chunks_are_due_on_a_schedule_from_the_streams_start() -> None:
+    # The first chunk at once, the second after the first-token delay, then one per delay.
+    due = [due_after(p, first_delay=0.5, delay=0.02) for p in range(5)]
+    assert due == pytest.approx([0.0, 0.5, 0.52, 0.54, 0.56])

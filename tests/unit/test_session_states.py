@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from services.orchestrator.errors import InvalidTransition
 from services.orchestrator.state.session_states import (
     TERMINAL,
     TRANSITIONS,
-    InvalidTransition,
     SessionState,
     can_move,
     check_transition,

@@ -10,9 +10,10 @@ import urllib.request
 
 import pytest
 
+from services.common.errors import SettingsError
 from services.common.logs import JsonFormatter, log_context
 from services.common.metrics import serve_metrics
-from services.common.settings import Settings, SettingsError, parse_api_keys
+from services.common.settings import Settings, parse_api_keys
 
 
 def test_defaults_are_the_architecture_docs() -> None:

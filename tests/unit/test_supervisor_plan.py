@@ -14,7 +14,7 @@ from grpc import aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 
-from services.common.settings import SettingsError
+from services.common.errors import SettingsError
 from services.supervisor.plan import (
     CHILD_NAMES,
     SupervisorKnobs,

@@ -1,4 +1,4 @@
-"""Template definitions: canonical form, limits, references; and agent search ranking."""
+"""Template definitions: canonical form, limits, references; and their directory ranking."""
 
 from __future__ import annotations
 
@@ -7,16 +7,10 @@ from typing import Any
 import pytest
 
 from services.common.errors import InvalidInput
-from services.orchestrator.agents.agent_search import search_agents
-from services.orchestrator.agents.template_rules import (
-    BadFileRule,
-    InvalidTemplate,
-    UnknownAgent,
-    UnknownTool,
-    canonical,
-    check_references,
-)
+from services.orchestrator.agents.template_rules import canonical, check_references
 from services.orchestrator.agents.templates import AgentTemplate, builtin_definitions
+from services.orchestrator.errors import BadFileRule, InvalidTemplate, UnknownAgent, UnknownTool
+from services.orchestrator.peers.agent_directory import lexically
 
 MINIMAL = {
     "name": "helper",
@@ -133,16 +127,17 @@ def test_good_references_pass() -> None:
     check_references(definition, TOOLS, {"coder"})
 
 
+def search_agents(query: str, templates: list[AgentTemplate]) -> list[str]:
+    """The directory's lexical ranking of the templates' capability texts, best first."""
+    entries = [(t.name, t.capability_text()) for t in templates]
+    return [hit.name for hit in lexically(query, entries, len(entries))]
+
+
 def test_agent_search_prefers_the_fitting_specialist() -> None:
     templates = [AgentTemplate.from_definition(d) for d in builtin_definitions()]
-    assert (
-        search_agents("why does this test fail with a stack trace", templates)[0].template.name
-        == "debug"
-    )
-    assert search_agents("explain what this function does", templates, 1)[0].template.name == "ask"
-    assert (
-        search_agents("refactor and implement the feature", templates)[0].template.name == "coder"
-    )
+    assert search_agents("why does this test fail with a stack trace", templates)[0] == "debug"
+    assert search_agents("explain what this function does", templates)[0] == "ask"
+    assert search_agents("refactor and implement the feature", templates)[0] == "coder"
     assert search_agents("", templates) == [] and search_agents("xylophone", templates) == []
 
 

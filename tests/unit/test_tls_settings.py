@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from services.common.settings import Settings, SettingsError
+from services.common.errors import SettingsError
+from services.common.settings import Settings
 from services.common.tls import MeshTls
 from tests.support.certs import make_certs
 

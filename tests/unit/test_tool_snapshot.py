@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from services.toolsearch.bm25 import Bm25Index, top_positions
+from services.common.bm25 import Bm25Index, top_positions
 from services.toolsearch.catalog import SearchFilters, Tool
 from services.toolsearch.snapshot import build_snapshot
 from services.toolsearch.store import Indexed, Key

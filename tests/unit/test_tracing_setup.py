@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, Iterator
 from concurrent import futures
-from typing import Any
+from typing import Any, cast
 
 import grpc
 import pytest
@@ -94,3 +94,21 @@ def test_log_lines_inside_a_span_carry_its_trace_id() -> None:
     assert line["trace_id"] == format(span.get_span_context().trace_id, "032x")
     assert line["span_id"] == format(span.get_span_context().span_id, "016x")
     assert "trace_id" not in outside
+
+
+async def test_a_stream_left_early_is_closed_at_once_with_tracing_off() -> None:
+    assert not tracing.enabled()
+    closed: list[str] = []
+
+    @tracing.traced_stream(lambda: "numbers")
+    async def numbers() -> Any:
+        try:
+            for n in range(10):
+                yield n
+        finally:
+            closed.append("inner")
+
+    stream = numbers()
+    assert await anext(stream) == 0
+    await cast(AsyncGenerator[int, None], stream).aclose()  # the consumer stops after one
+    assert closed == ["inner"]

@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Any
 
-from services.common.errors import ErrorKind, ServiceError, Unavailable
 from services.orchestrator.agents.templates import AgentTemplate
+from services.orchestrator.errors import CleanupFailed
 
 ResetHook = Callable[[], None]
 
@@ -30,19 +30,6 @@ class InstanceState(StrEnum):
     RESETTING = "RESETTING"
     ERROR = "ERROR"
     STOPPED = "STOPPED"
-
-
-class PoolExhausted(Unavailable):
-    """Every instance of the template stayed busy for the whole lease timeout."""
-
-    code = "SERVICE_UNAVAILABLE"
-
-
-class CleanupFailed(ServiceError):
-    """An instance could not be brought back to a clean state; it is replaced."""
-
-    code = "INTERNAL_ERROR"
-    kind = ErrorKind.INTERNAL
 
 
 SCRATCH: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("instance_scratch")

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from services.common.errors import InvalidInput
+from services.orchestrator.errors import InvalidBudget
 
 CLARIFICATION_TOOLS = frozenset({"ask_followup_question", "prompt_user"})
 SEARCH_TOOLS = frozenset({"search_in_code", "search_in_project", "tool_search", "agent_search"})
@@ -30,12 +30,6 @@ TIMEOUT_LIMITS: Mapping[str, tuple[float, float]] = {
 }
 COUNT_LIMIT = 1000
 STOP_PREFIX = "tool:"
-
-
-class InvalidBudget(InvalidInput):
-    """An execution_policy budget is malformed."""
-
-    code = "MISSING_REQUIRED_FIELD"
 
 
 @dataclass(frozen=True)

@@ -33,13 +33,9 @@ from typing import Any
 from services.common.db import Pool, db_errors
 from services.common.errors import DatabaseError, InvalidInput, ServiceError, Unavailable
 from services.common.sql import load_queries
-from services.orchestrator.agents.agent_instance import (
-    AgentInstance,
-    CleanupFailed,
-    InstanceState,
-    PoolExhausted,
-)
+from services.orchestrator.agents.agent_instance import AgentInstance, InstanceState
 from services.orchestrator.agents.templates import AgentRegistry, AgentTemplate
+from services.orchestrator.errors import CleanupFailed, PoolExhausted
 from services.orchestrator.state import SQL_DIR
 
 log = logging.getLogger(__name__)
@@ -48,10 +44,8 @@ DEFAULT_MAX_PER_TEMPLATE = 256
 __all__ = [
     "DEFAULT_MAX_PER_TEMPLATE",
     "AgentInstance",
-    "CleanupFailed",
     "InstancePool",
     "InstanceState",
-    "PoolExhausted",
 ]
 
 

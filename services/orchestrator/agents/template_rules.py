@@ -29,8 +29,8 @@ import re
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from services.common.errors import InvalidInput, NotFound
 from services.orchestrator.agents.budgets import OPTIONAL_KEYS, canonical_budgets
+from services.orchestrator.errors import BadFileRule, InvalidTemplate, UnknownAgent, UnknownTool
 
 ALL_TOOLS = "*"
 SOURCE_GLOB = re.compile(r"^[a-z][a-z0-9_-]{0,39}\.\*$")
@@ -66,36 +66,6 @@ TOP_LEVEL = (
     "execution_policy", "tool_policy", "file_restrictions", "handoff", "hitl", "multiagent_meta",
 )  # fmt: skip
 TURN_TOKENS = "max_turn_tokens"
-
-
-class InvalidTemplate(InvalidInput):
-    """A template definition is malformed (missing field, bad name, value out of range)."""
-
-    code = "MISSING_REQUIRED_FIELD"
-
-
-class UnknownTool(InvalidInput):
-    """A template names a tool the catalog does not have."""
-
-    code = "TOOL_VALIDATION_ERROR"
-
-
-class UnknownAgent(InvalidInput):
-    """A template hands over to an agent that does not exist (a bad request, not a 404)."""
-
-    code = "AGENT_NOT_FOUND"
-
-
-class BadFileRule(InvalidInput):
-    """A file restriction is not a valid regular expression."""
-
-    code = "FILE_RESTRICTION_ERROR"
-
-
-class AgentNotFound(NotFound):
-    """No such agent template (or it is not served in this mode)."""
-
-    code = "AGENT_NOT_FOUND"
 
 
 def _known_keys(value: Mapping[str, Any], allowed: Collection[str], where: str) -> None:

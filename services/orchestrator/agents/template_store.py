@@ -19,7 +19,8 @@ import asyncpg
 from services.common.db import Pool, db_errors
 from services.common.errors import InvalidInput
 from services.common.sql import load_queries
-from services.orchestrator.agents.template_rules import AgentNotFound, canonical
+from services.orchestrator.agents.template_rules import canonical
+from services.orchestrator.errors import AgentNotFound
 from services.orchestrator.state import SQL_DIR
 
 QUERIES = load_queries(SQL_DIR / "templates.sql")

@@ -13,7 +13,6 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from services.common.db import Pool
 from services.common.errors import ServiceError
-from services.orchestrator.agents.agent_search import capability_text
 from services.orchestrator.agents.template_store import TemplateStore
 from services.orchestrator.agents.templates import AgentTemplate
 
@@ -30,7 +29,7 @@ async def fill_embeddings(pool: Pool, embed: Embed) -> int:
     if not templates:
         return 0
     keys = {f"{t.name}@{t.version}": t for t in templates}
-    vectors = await embed([(key, capability_text(t)) for key, t in keys.items()])
+    vectors = await embed([(key, t.capability_text()) for key, t in keys.items()])
     for key, vector in vectors:
         template = keys[key]
         await store.set_embedding(template.name, template.version, vector)

@@ -30,11 +30,11 @@ from services.orchestrator.agents.template_rules import (
     ALL_TOOLS,
     DEFAULT_BASE_CLASS,
     EXECUTION_DEFAULTS,
-    AgentNotFound,
     canonical,
     upgrade,
 )
 from services.orchestrator.agents.template_store import TemplateRow, TemplateStore
+from services.orchestrator.errors import AgentNotFound
 
 log = logging.getLogger(__name__)
 BUILTIN_FILE = Path(__file__).parent / "agent_templates.json"
@@ -50,7 +50,6 @@ __all__ = [
     "ORCHESTRATOR",
     "PROTECTED",
     "UNIVERSAL",
-    "AgentNotFound",
     "AgentRegistry",
     "AgentTemplate",
     "ToolPolicy",
@@ -162,6 +161,19 @@ class AgentTemplate:
     @classmethod
     def from_row(cls, row: TemplateRow) -> AgentTemplate:
         return cls.from_definition(row.definition, row.version)
+
+    def capability_text(self) -> str:
+        """What the agent directory ranks and embeds for this template: its names, tags,
+        description, capabilities and system prompt."""
+        meta = self.multiagent_meta
+        fields = (
+            f"{self.name} {self.display_name}",
+            " ".join(str(t) for t in meta.get("tags", ())),
+            self.description,
+            str(meta.get("capabilities", "")),
+            self.system_prompt,
+        )
+        return "\n".join(f for f in fields if f)
 
 
 def builtin_definitions() -> list[dict[str, Any]]:

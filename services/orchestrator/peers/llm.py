@@ -9,15 +9,22 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from typing import Protocol
 
 import grpc
 
 from codelab.v1 import llmproxy_pb2 as pb
 from codelab.v1 import llmproxy_pb2_grpc as pb_grpc
 from services.common.channels import error_code
-from services.common.errors import ErrorKind, ServiceError
+from services.common.model_stream import (
+    ModelFinished,
+    ModelOutput,
+    ModelToolCall,
+    ReasoningPiece,
+    TextPiece,
+)
 from services.orchestrator import spans
+from services.orchestrator.errors import LlmFailure
 from services.orchestrator.state.store import StoredMessage
 from services.orchestrator.turn.toolbox import ToolSpec
 
@@ -56,49 +63,6 @@ def retry_delay(
     return None
 
 
-class LlmFailure(ServiceError):
-    """The model could not answer; ``code`` says why (LLM_TIMEOUT, LLM_ERROR, ...)."""
-
-    code = "LLM_ERROR"
-    kind = ErrorKind.UNAVAILABLE
-
-
-@dataclass(frozen=True)
-class TextPiece:
-    """Streamed answer text."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class ReasoningPiece:
-    """Streamed reasoning of the model (shown to the user, kept for the trace)."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class ModelToolCall:
-    """A whole tool call proposed by the model (arguments exactly as produced)."""
-
-    id: str
-    name: str
-    arguments_json: str
-
-
-@dataclass(frozen=True)
-class ModelFinished:
-    """End of the model's reply."""
-
-    finish_reason: str
-    prompt_tokens: int
-    completion_tokens: int
-    model: str = ""
-
-
-ModelOutput = TextPiece | ReasoningPiece | ModelToolCall | ModelFinished
-
-
 def to_proto(message: StoredMessage, with_reasoning: bool = False) -> pb.ChatMessage:
     """``message`` for the model; its reasoning only when ``with_reasoning``."""
     out = pb.ChatMessage(role=message.role, content=message.content)
@@ -115,16 +79,56 @@ def to_proto(message: StoredMessage, with_reasoning: bool = False) -> pb.ChatMes
     return out
 
 
+def output_from_proto(chunk: pb.CompleteChunk) -> ModelOutput:
+    """One piece of the reply as llmproxy sent it (``output_to_proto`` there)."""
+    which = chunk.WhichOneof("chunk")
+    if which == "text_delta":
+        return TextPiece(chunk.text_delta)
+    if which == "reasoning_delta":
+        return ReasoningPiece(chunk.reasoning_delta)
+    if which == "tool_call":
+        tc = chunk.tool_call
+        return ModelToolCall(tc.id, tc.name, tc.arguments_json)
+    f = chunk.finish
+    return ModelFinished(
+        f.finish_reason,
+        f.usage.prompt_tokens,
+        f.usage.completion_tokens,
+        f.model,
+        f.usage.reasoning_tokens,
+    )
+
+
+class Meter(Protocol):
+    """Per-key budgets around model calls (see session/limits.py)."""
+
+    async def admit_model_call(self, session_id: str) -> None:
+        """Raise when the day's budget of the session's key is spent."""
+        ...
+
+    async def record(
+        self, session_id: str, model: str, prompt_tokens: int, completion_tokens: int
+    ) -> None:
+        """Count a finished call."""
+        ...
+
+
 class LlmClient:
-    """Streams completions through llmproxy."""
+    """Streams completions through llmproxy; with a ``meter``, each call is admitted
+    first (refused once the key's day budget is spent) and counted when it finishes."""
 
     def __init__(
-        self, stub: pb_grpc.LlmProxyAsyncStub, deadline: float, turn_retries: int = 3
+        self,
+        stub: pb_grpc.LlmProxyAsyncStub,
+        deadline: float,
+        turn_retries: int = 3,
+        meter: Meter | None = None,
     ) -> None:
         self.stub = stub
         self.deadline = deadline
         self.turn_retries = turn_retries
         """Retries of a turn's model call that failed before its first token."""
+        self.meter = meter
 
     @spans.model_call
     async def complete(
@@ -158,6 +162,8 @@ class LlmClient:
             request.max_tokens = max_tokens
         if upstream_seconds is not None:  # the template's timeouts.llm_seconds
             request.timeout_seconds = upstream_seconds
+        if self.meter is not None:
+            await self.meter.admit_model_call(session_id)
         # Classification falls back to keywords at once: only turns are retried in full.
         retries = self.turn_retries if purpose != "classification" else 0
         started = False
@@ -167,7 +173,15 @@ class LlmClient:
             try:
                 async for chunk in call:
                     started = True
-                    yield self._output(chunk)
+                    output = output_from_proto(chunk)
+                    if self.meter is not None and isinstance(output, ModelFinished):
+                        await self.meter.record(
+                            session_id,
+                            output.model or model,
+                            output.prompt_tokens,
+                            output.completion_tokens,
+                        )
+                    yield output
                 return
             except grpc.aio.AioRpcError as error:
                 code = error_code(error)
@@ -186,18 +200,3 @@ class LlmClient:
                 raise LlmFailure(error.details() or str(error.code()), code=code) from error
             finally:
                 call.cancel()
-
-    @staticmethod
-    def _output(chunk: pb.CompleteChunk) -> ModelOutput:
-        which = chunk.WhichOneof("chunk")
-        if which == "text_delta":
-            return TextPiece(chunk.text_delta)
-        if which == "reasoning_delta":
-            return ReasoningPiece(chunk.reasoning_delta)
-        if which == "tool_call":
-            tc = chunk.tool_call
-            return ModelToolCall(tc.id, tc.name, tc.arguments_json)
-        f = chunk.finish
-        return ModelFinished(
-            f.finish_reason, f.usage.prompt_tokens, f.usage.completion_tokens, f.model
-        )

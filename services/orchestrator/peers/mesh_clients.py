@@ -16,9 +16,8 @@ import grpc
 
 from codelab.v1 import common_pb2, hitl_pb2, hitl_pb2_grpc, toolsearch_pb2, toolsearch_pb2_grpc
 from services.common.channels import error_code
-from services.common.errors import ErrorKind, ServiceError
-from services.orchestrator.agents.agent_search import Directory
-from services.orchestrator.agents.template_vectors import Embed
+from services.common.errors import ErrorKind
+from services.orchestrator.errors import MeshCallFailed
 from services.orchestrator.turn.toolbox import ToolSpec, catalog_from_json
 
 T = TypeVar("T")
@@ -29,12 +28,6 @@ _KIND_BY_STATUS = {
     grpc.StatusCode.FAILED_PRECONDITION: ErrorKind.CONFLICT,
     grpc.StatusCode.DEADLINE_EXCEEDED: ErrorKind.TIMEOUT,
 }
-
-
-class MeshCallFailed(ServiceError):
-    """A call to another mesh service failed; ``code`` is that service's error code."""
-
-    kind = ErrorKind.UNAVAILABLE
 
 
 RESTART_ATTEMPTS = 6
@@ -269,33 +262,3 @@ def tool_searcher(stub: toolsearch_pb2_grpc.ToolSearchAsyncStub) -> Any:
         return [r.tool.name for r in reply.results]
 
     return search
-
-
-def directory_searcher(stub: toolsearch_pb2_grpc.ToolSearchAsyncStub) -> Directory:
-    """The agent directory of toolsearch: (name, capability text) candidates, ranked."""
-
-    async def search(
-        query: str, entries: Sequence[tuple[str, str]], top_k: int
-    ) -> list[tuple[str, float]]:
-        request = toolsearch_pb2.DirectorySearchRequest(
-            query=query,
-            top_k=top_k,
-            entries=[toolsearch_pb2.DirectoryEntry(name=n, text=t) for n, t in entries],
-        )
-        reply = await call(lambda: stub.SearchDirectory(request))
-        return [(hit.name, hit.score) for hit in reply.hits]
-
-    return search
-
-
-def directory_embedder(stub: toolsearch_pb2_grpc.ToolSearchAsyncStub) -> Embed:
-    """The agent directory's vectors of (key, capability text) entries."""
-
-    async def embed(entries: Sequence[tuple[str, str]]) -> list[tuple[str, list[float]]]:
-        request = toolsearch_pb2.EmbedDirectoryRequest(
-            entries=[toolsearch_pb2.DirectoryEntry(name=n, text=t) for n, t in entries]
-        )
-        reply = await call(lambda: stub.EmbedDirectory(request))
-        return [(v.name, list(v.vector)) for v in reply.vectors]
-
-    return embed

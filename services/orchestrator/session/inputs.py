@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable
 
 from codelab.v1 import common_pb2 as pb
 from services.common.errors import ServiceError
+from services.common.model_stream import TextPiece
 from services.orchestrator import spans
-from services.orchestrator.agents.agent_search import AgentHit
 from services.orchestrator.agents.routing import (
     SPECIALISTS,
     Classification,
@@ -25,8 +25,9 @@ from services.orchestrator.agents.routing import (
     parse_classification,
 )
 from services.orchestrator.agents.templates import ORCHESTRATOR, PROTECTED
-from services.orchestrator.peers.llm import TextPiece
-from services.orchestrator.peers.mesh_clients import Expired, MeshCallFailed
+from services.orchestrator.errors import MeshCallFailed
+from services.orchestrator.peers.agent_directory import AgentHit
+from services.orchestrator.peers.mesh_clients import Expired
 from services.orchestrator.session.tool_timeouts import TimedOut
 from services.orchestrator.state import events
 from services.orchestrator.state.store import StoredMessage
@@ -34,7 +35,7 @@ from services.orchestrator.turn.arguments import validate_arguments
 from services.orchestrator.turn.executors.plans import PlanRunner
 from services.orchestrator.turn.file_rules import check_paths
 from services.orchestrator.turn.ledger import LedgerCall
-from services.orchestrator.turn.loop import AgentLoop, Budget, FirstStep
+from services.orchestrator.turn.loop import AgentLoop, FirstStep
 from services.orchestrator.turn.patch_review import REVIEW_TOOL, review_outcome
 
 log = logging.getLogger(__name__)
@@ -131,8 +132,8 @@ class Inputs:
         if not message.content.strip():
             await self.fail(sid, "MISSING_REQUIRED_FIELD", "user_message needs content")
             return
-        start = loop.starts.get(sid)
-        history = loop.histories.pop(sid, None)
+        start = loop.start_of(sid)
+        history = loop.take_history(sid)
         if start is None or start.open_calls:
             # A new message while calls wait: they will never run; close them so the
             # history stays valid (every tool call answered) before the user speaks.
@@ -144,7 +145,7 @@ class Inputs:
         # Its turn's first event commits after it (``ready``) and flushes it too.
         write = functools.partial(loop.store.add_message, sid, user, flush=False)
         stored = loop.background(after_read(history, write))
-        loop.budgets[sid] = Budget()
+        loop.new_turn(sid)
         agent, reason, confidence, method = await self.route(sid, message)
         # An unknown agent_type fails here, before any call.
         template, pinned = await loop.resolve(sid, agent)
@@ -186,7 +187,7 @@ class Inputs:
         if message.content.strip():
             await self.loop.close_open_calls(sid, "Cancelled: the user switched agents.")
             await self.loop.store.add_message(sid, StoredMessage("user", message.content))
-            self.loop.budgets[sid] = Budget()
+            self.loop.new_turn(sid)
             await self.loop.advance(sid)
         else:
             await self.loop.emit(sid, events.done("completed"))

@@ -34,6 +34,7 @@ from services.orchestrator.state.hub import SessionHub, Subscription
 from services.orchestrator.state.session_states import TERMINAL, SessionState, sources_of
 from services.orchestrator.state.store import SessionStore
 from services.orchestrator.turn.executors.ide import tool_call_event
+from services.orchestrator.turn.executors.plans import PlanDecision
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,20 @@ def _details(raw: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return parsed if isinstance(parsed, dict) else None
+
+
+_PLAN_DECISIONS = {
+    pb.DECISION_APPROVE: "approve",
+    pb.DECISION_REJECT: "reject",
+    pb.DECISION_MODIFY: "modify",
+}
+
+
+def plan_decision(message: pb.PlanDecision) -> PlanDecision:
+    """The IDE's plan decision as the plan runner reads it."""
+    feedback = message.feedback if message.HasField("feedback") else None
+    name = _PLAN_DECISIONS.get(message.decision, "unknown")
+    return PlanDecision(message.approval_request_id, name, feedback)
 
 
 class Runtime:
@@ -186,8 +201,10 @@ class Runtime:
                 await self._started(sid, cid)
                 running = self._running.get(sid)
                 if running is not None and not running.done():
-                    # The worker sees the interrupted task and closes the turn itself.
+                    # The worker sees the interrupted task and closes the turn itself; a
+                    # cancel that comes before it has goes through the inbox.
                     running.cancel()
+                    self._cancelling.add(sid)
                     self._live.get(sid, set()).discard(cid or "")
                     return "accepted"
                 # The turn ended meanwhile: an idle session's cancel, through the inbox.
@@ -282,9 +299,10 @@ class Runtime:
     async def _run_started(self, sid: str, user_id: str, item: Item) -> None:
         research = SessionState.RESEARCHING
         loop = self.inputs.loop
-        # A user message's first model call needs the history: read it beside the start.
+        # A user message's first model call needs the history and the hand-over context:
+        # read them beside the start.
         is_user = isinstance(item, pb.ClientMessage) and item.HasField("user_message")
-        history = loop.background(self.store.context(sid)) if is_user else None
+        ahead = loop.read_ahead(sid) if is_user else None
         try:
             start = await self.store.begin_turn(
                 sid,
@@ -292,10 +310,10 @@ class Runtime:
                 [state.value for state in sources_of(research)],
             )
         except BaseException:
-            if history is not None:
-                history.cancel()
+            if ahead is not None:
+                ahead.cancel()
             raise
-        loop.begin(sid, start, history)
+        loop.begin(sid, start, ahead)
         agent = start.session.current_agent
         version = start.session.agent_versions.get(agent)
         agent = agent if self.agents.has(agent) or version else self.agents.entry
@@ -312,7 +330,7 @@ class Runtime:
                     SCRATCH.reset(token)
         finally:
             loop.end(sid)
-        status = loop.last_done.pop(sid, "")
+        status = loop.take_last_done(sid)
         target = DONE_STATES.get(status)
         await self.store.end_turn(
             sid,
@@ -338,7 +356,9 @@ class Runtime:
         try:
             await task
         except asyncio.CancelledError:
-            pass
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # the worker itself is stopped (shutdown): not the user's cancel
         except Exception:
             # A bug, not an expected failure: log it, tell the client, keep the session usable.
             log.exception("message handling crashed")
@@ -369,7 +389,7 @@ class Runtime:
             elif kind == "hitl_decision":
                 await inputs.hitl_decision(sid, user_id, item.hitl_decision)
             elif kind == "plan_decision":
-                await inputs.plans.decide(sid, user_id, item.plan_decision)
+                await inputs.plans.decide(sid, user_id, plan_decision(item.plan_decision))
             elif kind == "switch_agent":
                 await inputs.switch_agent(sid, item.switch_agent)
             elif kind == "cancel":

@@ -18,20 +18,15 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from services.common.db import Pool, db_errors
-from services.common.errors import InvalidInput, NotFound
+from services.common.errors import InvalidInput
 from services.common.key_hashing import key_hash, shown_prefix
 from services.common.sql import load_queries
+from services.orchestrator.errors import KeyNotFound
 from services.orchestrator.state import SQL_DIR
 
 QUERIES = load_queries(SQL_DIR / "api_keys.sql")
 KEY_PREFIX = "ck_"
 USER_PATTERN = re.compile(r"^[A-Za-z0-9_.@-]{1,128}$")
-
-
-class KeyNotFound(NotFound):
-    """No API key with this id."""
-
-    code = "MISSING_REQUIRED_FIELD"
 
 
 @dataclass(frozen=True)

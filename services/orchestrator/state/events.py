@@ -29,6 +29,14 @@ def assistant_final(agent: str, message_id: str) -> pb.ServerEvent:
     )
 
 
+def context_compacted(messages: int, before: int, after: int) -> pb.ServerEvent:
+    return pb.ServerEvent(
+        context_compacted=pb.ContextCompacted(
+            messages=messages, tokens_before=before, tokens_after=after
+        )
+    )
+
+
 def done(status: str = "completed") -> pb.ServerEvent:
     return pb.ServerEvent(done=pb.Done(is_final=True, status=status))
 

@@ -131,7 +131,7 @@ class Subscription:
 
     def close(self) -> None:
         self.closed = True
-        self.hub._subscribers[self.session_id].discard(self)
+        self.hub.unsubscribe(self)
 
 
 class SessionHub:
@@ -271,6 +271,10 @@ class SessionHub:
         subscription = Subscription(self, session_id, after, self.queue_size)
         self._subscribers[session_id].add(subscription)
         return subscription
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        """``subscription`` hears nothing more."""
+        self._subscribers[subscription.session_id].discard(subscription)
 
     def tell(
         self, session_id: str, event: pb.ServerEvent, only: Subscription | None = None

@@ -16,9 +16,8 @@ from collections.abc import Mapping
 from enum import StrEnum
 
 from services.common.db import Pool, db_errors
-from services.common.errors import Conflict
 from services.common.sql import load_queries
-from services.orchestrator.errors import SessionNotFound
+from services.orchestrator.errors import InvalidTransition, SessionNotFound
 from services.orchestrator.state import SQL_DIR
 
 QUERIES = load_queries(SQL_DIR / "templates.sql")
@@ -49,16 +48,6 @@ TRANSITIONS: Mapping[SessionState, frozenset[SessionState]] = {
     S.FAILED: frozenset({S.RESEARCHING}),
     S.CANCELLED: frozenset({S.RESEARCHING}),
 }
-
-
-class InvalidTransition(Conflict):
-    """The session is not in a state from which the requested one may be reached.
-
-    It reaches a client only when a message does not fit the session's state (e.g. a
-    clarification answer while nothing was asked), hence INVALID_MESSAGE_TYPE.
-    """
-
-    code = "INVALID_MESSAGE_TYPE"
 
 
 def can_move(current: SessionState, target: SessionState) -> bool:

@@ -1,8 +1,9 @@
 """AgentAdmin gRPC servicer: proto <-> domain only.
 
-Validation lives in template_rules, storage in template_store, ranking in agent_search;
-after a write the registry reloads and the instance pool follows it, so the change is
-served to the next lease of this replica (others pick it up within their refresh period).
+Validation lives in template_rules, storage in template_store, ranking in toolsearch's
+directory (through peers/agent_directory); after a write the registry reloads and the
+instance pool follows it, so the change is served to the next lease of this replica
+(others pick it up within their refresh period).
 """
 
 from __future__ import annotations
@@ -16,10 +17,8 @@ from grpc import aio
 from codelab.v1 import admin_pb2 as pb
 from codelab.v1 import admin_pb2_grpc as pb_grpc
 from services.common.db import Pool
-from services.common.errors import Conflict
-from services.orchestrator.agents.agent_search import AgentDirectory, Directory
 from services.orchestrator.agents.instances import InstancePool
-from services.orchestrator.agents.template_rules import InvalidTemplate, canonical, check_references
+from services.orchestrator.agents.template_rules import canonical, check_references
 from services.orchestrator.agents.template_store import (
     InstanceRow,
     TemplateRow,
@@ -27,19 +26,14 @@ from services.orchestrator.agents.template_store import (
     recorded_instances,
 )
 from services.orchestrator.agents.templates import PROTECTED, AgentRegistry
-from services.orchestrator.errors import MissingField
+from services.orchestrator.errors import InvalidTemplate, MissingField, ProtectedTemplate
+from services.orchestrator.peers.agent_directory import AgentDirectory
 from services.orchestrator.turn.toolbox import Toolbox
 
 log = logging.getLogger(__name__)
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["AgentAdmin"].full_name
 MAX_TOP_K = 50
-
-
-class ProtectedTemplate(Conflict):
-    """The entry agents cannot be deactivated: no task could start (or switch) without them."""
-
-    code = "AGENT_SWITCH_FAILED"
 
 
 class AgentAdminServicer(pb_grpc.AgentAdminServicer):
@@ -51,9 +45,9 @@ class AgentAdminServicer(pb_grpc.AgentAdminServicer):
         registry: AgentRegistry,
         toolbox: Toolbox,
         instances: InstancePool,
-        directory: Directory | None = None,
+        directory: AgentDirectory,
     ) -> None:
-        self.directory = AgentDirectory(registry, directory)
+        self.directory = directory
         self.pool = pool
         self.store = TemplateStore(pool)
         self.registry = registry

@@ -13,10 +13,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from codelab.v1 import common_pb2 as pb
+from services.common.model_stream import TextPiece
 from services.orchestrator.agents.templates import AgentTemplate
-from services.orchestrator.peers.llm import LlmClient, TextPiece
+from services.orchestrator.peers.llm import LlmClient
+from services.orchestrator.state import events
 from services.orchestrator.state.store import SessionStore, StoredMessage, Summary
 from services.orchestrator.turn.context import (
     DEFAULT_COMPACTION_PROMPT,
@@ -60,14 +62,6 @@ class Fitted:
         return [StoredMessage("system", self.system), *self.messages]
 
 
-def compacted_event(messages: int, before: int, after: int) -> pb.ServerEvent:
-    return pb.ServerEvent(
-        context_compacted=pb.ContextCompacted(
-            messages=messages, tokens_before=before, tokens_after=after
-        )
-    )
-
-
 class ContextKeeper:
     """Budgets prompts for one orchestrator process (calibration is per model)."""
 
@@ -75,7 +69,7 @@ class ContextKeeper:
         self,
         llm: LlmClient,
         store: SessionStore,
-        post: Callable[[str, pb.ServerEvent], None],
+        post: Callable[[str, Any], None],
     ) -> None:
         self.llm = llm
         self.store = store
@@ -129,7 +123,7 @@ class ContextKeeper:
             size -= saved
         after = fixed + size
         if covered:
-            event = compacted_event(covered, round(total * ratio), round(after * ratio))
+            event = events.context_compacted(covered, round(total * ratio), round(after * ratio))
             self.post(audience, event)
             log.info(
                 "context compacted",

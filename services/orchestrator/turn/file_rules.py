@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.hitl.policy import normalise_workspace_path
+from services.common.paths import normalise_workspace_path
 from services.orchestrator.turn.path_decoding import decoding_hazard
 
 __all__ = [

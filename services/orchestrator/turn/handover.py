@@ -34,12 +34,20 @@ def _pending(steps: Any) -> list[str]:
     return [s["desc"] for s in steps or () if s.get("status") in ("pending", "blocked")]
 
 
-async def read_handover(pool: Pool, session_id: str, agent: str) -> Handover:
-    """``agent``'s hand-over context (no previous agent when it was not switched to)."""
+@dataclass(frozen=True)
+class SessionContext:
+    """What the hand-over is made of, for any agent: the last switch and the metadata."""
+
+    last_switch: Mapping[str, Any]
+    metadata: Mapping[str, Any]
+
+
+async def read_context(pool: Pool, session_id: str) -> SessionContext:
+    """The session's hand-over context as Postgres has it (one round trip)."""
     async with db_errors("read context", "DB_READ_ERROR"):
         row = await pool.fetchrow(QUERIES["handover_context"], session_id)
     if row is None:
-        return Handover()
+        return SessionContext({}, {})
     metadata: dict[str, Any] = dict(row["metadata"] or {})
     known = {
         "last_error": (row["last_error"] or "")[:ERROR_CHARS],
@@ -47,10 +55,15 @@ async def read_handover(pool: Pool, session_id: str, agent: str) -> Handover:
         "pending_tasks": _pending(row["plan_steps"]),
     }
     metadata.update({key: value for key, value in known.items() if value})
-    switch = row["last_switch"] or {}
+    return SessionContext(row["last_switch"] or {}, metadata)
+
+
+def handover_for(context: SessionContext, agent: str) -> Handover:
+    """``agent``'s hand-over (no previous agent when it was not switched to)."""
+    switch = context.last_switch
     if switch.get("to_agent") != agent or switch.get("from_agent") == agent:
-        return Handover(metadata=metadata)
-    return Handover(switch["from_agent"], switch.get("reason", ""), metadata)
+        return Handover(metadata=context.metadata)
+    return Handover(switch["from_agent"], switch.get("reason", ""), context.metadata)
 
 
 def _text(value: Any) -> str:

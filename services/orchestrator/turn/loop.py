@@ -14,24 +14,18 @@ import json
 import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
+from services.common.background import background
 from services.common.errors import ServiceError
 from services.orchestrator import spans
-from services.orchestrator.agents.agent_instance import SCRATCH
-from services.orchestrator.agents.agent_search import AgentDirectory
 from services.orchestrator.agents.templates import ORCHESTRATOR, AgentRegistry, AgentTemplate
+from services.orchestrator.peers.agent_directory import AgentDirectory
 from services.orchestrator.peers.llm import (
     LlmClient,
-    LlmFailure,
-    ModelFinished,
-    ModelToolCall,
-    ReasoningPiece,
-    TextPiece,
 )
 from services.orchestrator.peers.mesh_clients import HitlClient
 from services.orchestrator.state import events
-from services.orchestrator.state.events import new_id
 from services.orchestrator.state.hub import SessionHub
 from services.orchestrator.state.store import SessionRow, SessionStore, StoredMessage, TurnStart
 from services.orchestrator.turn.approvals import ApprovalGate, rated_risk
@@ -43,20 +37,39 @@ from services.orchestrator.turn.executors.local import LocalTools
 from services.orchestrator.turn.executors.plans import PlanRunner
 from services.orchestrator.turn.executors.system_tools import SystemTools
 from services.orchestrator.turn.file_rules import check_paths
-from services.orchestrator.turn.handover import Handover, read_handover, system_prompt
+from services.orchestrator.turn.handover import (
+    Handover,
+    SessionContext,
+    handover_for,
+    read_context,
+)
 from services.orchestrator.turn.ledger import Ledger, LedgerCall
+from services.orchestrator.turn.model_step import ModelCall, ModelStep
 from services.orchestrator.turn.port import Executor
 from services.orchestrator.turn.records import Records
-from services.orchestrator.turn.task_limits import stop_answer, task_charge
-from services.orchestrator.turn.toolbox import Toolbox, schema_tokens
+from services.orchestrator.turn.task_limits import (
+    Budget,
+    budget_details,
+    stop_answer,
+    task_charge,
+    turn_budget_spent,
+)
+from services.orchestrator.turn.toolbox import Toolbox
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
-def _log_unawaited(task: asyncio.Task[Any]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.debug("background write failed", extra={"fields": {"err": str(task.exception())}})
+@dataclass
+class ReadAhead:
+    """Reads started beside a user message's start, each taken once by its first use."""
+
+    history: asyncio.Task[list[StoredMessage]] | None
+    context: asyncio.Task[SessionContext] | None
+
+    def cancel(self) -> None:
+        for task in (self.history, self.context):
+            if task is not None:
+                task.cancel()
 
 
 @dataclass(frozen=True)
@@ -71,33 +84,6 @@ class FirstStep:
     template: AgentTemplate
     history: list[StoredMessage]
     ready: asyncio.Task[None]
-
-
-@dataclass
-class Budget:
-    """Per-turn counters against the template's execution policy."""
-
-    iterations: int = 0
-    tool_calls: int = 0
-    invalid: int = 0
-    tokens: int = 0
-    stop: str | None = None
-    """A stop condition's tool whose call completed: the task ends before the next step."""
-
-
-def turn_budget_spent(template: AgentTemplate, budget: Budget) -> tuple[str, int, int] | None:
-    """(limit, used, max) of the first per-turn budget ``budget`` has spent, before a
-    model call; None while there is room. Tool calls are checked as each is processed."""
-    if budget.iterations >= template.max_iterations:
-        return "max_iterations", budget.iterations, template.max_iterations
-    if template.max_turn_tokens and budget.tokens >= template.max_turn_tokens:
-        return "max_turn_tokens", budget.tokens, template.max_turn_tokens
-    return None
-
-
-def budget_details(limit: str, used: int, most: int) -> dict[str, Any]:
-    """A turn budget's error details: a new turn may start at once (retry_after 0)."""
-    return {"limit": limit, "used": used, "max": most, "scope": "turn", "retry_after": 0}
 
 
 class AgentLoop:
@@ -121,19 +107,20 @@ class AgentLoop:
         self.agents = agents
         self.toolbox = toolbox
         self.hitl = hitl
-        self.budgets: dict[str, Budget] = {}
+        self._budgets: dict[str, Budget] = {}
         self._parents: dict[str, tuple[str, str] | None] = {}
         # Session rows read at a message's start (or first use), kept while it is handled:
         # the owner is the only writer of what the loop reads from them.
         self._rows: dict[str, SessionRow] = {}
-        self.starts: dict[str, TurnStart] = {}
+        self._starts: dict[str, TurnStart] = {}
         # The last switch of the message being handled: (from, to, reason).
         self._switched: dict[str, tuple[str, str, str]] = {}
-        self.histories: dict[str, asyncio.Task[list[StoredMessage]]] = {}
+        self._ahead: dict[str, ReadAhead] = {}
         # The status of the last `done` per session, for the session state machine.
-        self.last_done: dict[str, str] = {}
+        self._last_done: dict[str, str] = {}
         self.records = Records(store.pool)
         self.context = ContextKeeper(llm, store, self.post)
+        self.step = ModelStep(store, ledger, hub, llm, toolbox, self.context)
         # The agent directory (for routing and agent_search); the server gives it toolsearch.
         self.directory = directory or AgentDirectory(agents)
         # The executors see this loop through its port (``TurnPort``) only.
@@ -152,20 +139,14 @@ class AgentLoop:
         """Run the calls of tools whose catalog ``executor`` is ``name`` with ``executor``."""
         self.executors[name] = executor
 
-    @staticmethod
-    def background(work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
-        """Run ``work`` beside the caller, who awaits it later; a failure nobody awaited
-        (the turn was cancelled meanwhile) is logged rather than lost."""
-        task = asyncio.create_task(work)
-        task.add_done_callback(_log_unawaited)
-        return task
+    background = staticmethod(background)
 
     async def emit(self, sid: str, *items: Any) -> None:
         """Send events to the client of ``sid``: a delegated child's go to its parent's."""
         audience = await self.audience(sid)
         for item in items:
             if item.WhichOneof("event") == "done":
-                self.last_done[audience] = item.done.status
+                self._last_done[audience] = item.done.status
             await self.hub.emit(audience, item)
 
     def post(self, audience: str, event: Any) -> None:
@@ -184,27 +165,52 @@ class AgentLoop:
         parent = self._parents[sid]
         return parent[0] if parent else sid
 
-    def begin(
-        self, sid: str, start: TurnStart, history: asyncio.Task[list[StoredMessage]] | None
-    ) -> None:
+    def read_ahead(self, sid: str) -> ReadAhead:
+        """Start reading what a user message's first model call needs, beside its start."""
+        return ReadAhead(
+            background(self.store.context(sid)),
+            background(read_context(self.store.pool, sid)),
+        )
+
+    def begin(self, sid: str, start: TurnStart, ahead: ReadAhead | None) -> None:
         """A message of ``sid`` is being handled; ``start`` is what its turn read and
-        ``history`` the session's history as it was read beside it (for a user message)."""
+        ``ahead`` what was read beside it (for a user message)."""
         self._rows[sid] = start.session
         self._parents[sid] = start.parent
-        self.starts[sid] = start
-        if history is not None:
-            self.histories[sid] = history
+        self._starts[sid] = start
+        if ahead is not None:
+            self._ahead[sid] = ahead
 
     def end(self, sid: str) -> None:
         """The message is handled: forget what was read for it (delegates' rows too)."""
-        self.starts.pop(sid, None)
+        self._starts.pop(sid, None)
         for key in [k for k in self._switched if k == sid or k.startswith(sid + ".")]:
             del self._switched[key]
-        history = self.histories.pop(sid, None)
-        if history is not None:
-            history.cancel()
+        ahead = self._ahead.pop(sid, None)
+        if ahead is not None:
+            ahead.cancel()
         for key in [k for k in self._rows if k == sid or k.startswith(sid + ".")]:
             del self._rows[key]  # a delegate's session id is "<parent>.<call id>"
+
+    def start_of(self, sid: str) -> TurnStart | None:
+        """What the message being handled read at its start (None outside one)."""
+        return self._starts.get(sid)
+
+    def take_history(self, sid: str) -> asyncio.Task[list[StoredMessage]] | None:
+        """The history read beside the message's start, once (None when not read)."""
+        ahead = self._ahead.get(sid)
+        if ahead is None or ahead.history is None:
+            return None
+        history, ahead.history = ahead.history, None
+        return history
+
+    def new_turn(self, sid: str) -> None:
+        """A user's message starts a turn: its per-turn budget starts from zero."""
+        self._budgets[sid] = Budget()
+
+    def take_last_done(self, sid: str) -> str:
+        """The status of the last ``done`` sent to ``sid`` since asked ("" when none)."""
+        return self._last_done.pop(sid, "")
 
     def update_session(self, sid: str, **changes: Any) -> None:
         """Changes this process just wrote to the session's row."""
@@ -274,7 +280,7 @@ class AgentLoop:
     async def advance(self, sid: str, first: FirstStep | None = None) -> None:
         """Run the session until it waits for the IDE or a human, or the task ends;
         ``first``: a new turn's first model call (no call is open then)."""
-        budget = self.budgets.setdefault(sid, Budget())
+        budget = self._budgets.setdefault(sid, Budget())
         try:
             while True:
                 if first is None:
@@ -330,121 +336,30 @@ class AgentLoop:
         """Ask the model; stream its text. Returns the answer, or None when it called tools."""
         session = await self.session(sid)
         history = first.history if first else await self.store.context(sid)
-        ready = first.ready if first else None
         handover = self.background(self.handover(sid, template.name))
-        query = next((m.content for m in reversed(history) if m.role == "user"), "")
-        pinned = SCRATCH.get({}).get("pinned_tools", ())
-        everything = await self.toolbox.offered(template)
-        tools = await self.toolbox.for_step(template, everything, query, sid, tuple(pinned))
-        spent = template.budgets.spent(session.clarifications_used, session.searches_used)
-        if spent:  # seed 003: a spent budget takes its tools out of the prompt
-            tools = [t for t in tools if t.name not in spent]
-        counted = self.background(
-            self.store.add_tool_tokens(sid, schema_tokens(tools), schema_tokens(everything))
-        )
-        message_id = new_id("msg")
-        audience = await self.audience(sid)
-        parts: list[str] = []
-        thoughts: list[str] = []
-        calls: list[ModelToolCall] = []
-
-        def said() -> str:
-            return "".join(parts)
-
-        def answer(**extra: Any) -> StoredMessage:
-            thought = "".join(thoughts) or None
-            return StoredMessage(
-                "assistant", said(), name=template.name, reasoning=thought, **extra
+        return await self.step.run(
+            ModelCall(
+                sid,
+                await self.audience(sid),
+                session,
+                template,
+                history,
+                handover,
+                first.ready if first else None,
+                self._budgets.get(sid),
             )
-
-        system = system_prompt(template, session, await handover)
-        fitted = await self.context.fit(sid, audience, template, system, history, tools)
-        try:
-            for attempt in range(2):
-                try:
-                    async for output in self.llm.complete(
-                        sid,
-                        fitted.prompt(),
-                        tools=tools,
-                        temperature=template.temperature,
-                        max_tokens=template.max_tokens,
-                        model=template.model,
-                        with_reasoning=template.send_reasoning,
-                        upstream_seconds=template.budgets.llm_seconds,
-                    ):
-                        if ready is not None:  # nothing of the answer before the turn's writes
-                            await asyncio.shield(ready)
-                            ready = None
-                        if isinstance(output, TextPiece) and output.text:
-                            parts.append(output.text)
-                            self.hub.token(audience, output.text, template.name, message_id)
-                        elif isinstance(output, ReasoningPiece) and output.text:
-                            thoughts.append(output.text)
-                            self.hub.reasoning(audience, output.text, template.name, message_id)
-                        elif isinstance(output, ModelToolCall):
-                            calls.append(output)
-                        elif isinstance(output, ModelFinished):
-                            self.context.observe(template, fitted, output.prompt_tokens)
-                            if sid in self.budgets:
-                                used = output.prompt_tokens + output.completion_tokens
-                                self.budgets[sid].tokens += used
-                    break
-                except LlmFailure as failure:
-                    # The upstream counted more than the estimate: compact and ask once more.
-                    overflow = failure.code == "LLM_CONTEXT_LENGTH_EXCEEDED"
-                    if attempt or not overflow or parts or thoughts or calls:
-                        raise
-                    fitted = await self.context.fit(
-                        sid, audience, template, system, history, tools, force=True
-                    )
-        except asyncio.CancelledError:
-            if parts:  # what the user saw stays in the history, even while cancelling
-                await asyncio.shield(self.store.add_message(sid, answer()))
-            raise
-        except ServiceError:
-            if parts:
-                await self.store.add_message(sid, answer())
-            raise
-        if ready is not None:
-            await asyncio.shield(ready)
-        await counted
-        if parts:
-            self.post(audience, events.assistant_final(template.name, message_id))
-        if not calls:
-            await self.store.add_message(sid, answer())
-            return said()
-        plan = await self.ledger.running_plan(sid)
-        step_id = plan.steps[plan.current_step]["id"] if plan else None
-        proposed = [(new_id("call"), c) for c in calls]
-        await self.store.add_message(
-            sid,
-            answer(
-                tool_calls=[
-                    {"id": cid, "name": c.name, "arguments": c.arguments_json}
-                    for cid, c in proposed
-                ]
-            ),
         )
-        for cid, c in proposed:
-            await self.ledger.propose(
-                LedgerCall(
-                    call_id=cid,
-                    session_id=sid,
-                    agent=template.name,
-                    tool_name=c.name,
-                    arguments=c.arguments_json,
-                    executor="",
-                    state="proposed",
-                    plan_id=plan.plan_id if plan else None,
-                    step_id=step_id,
-                )
-            )
-        return None
 
     async def handover(self, sid: str, agent: str) -> Handover:
         """What ``agent`` is told of the session it serves; a switch of this message may
         still be on its way to Postgres: the one in memory is the latest."""
-        handover = await read_handover(self.store.pool, sid, agent)
+        ahead = self._ahead.get(sid)
+        if ahead is not None and ahead.context is not None:  # the first call's, read ahead
+            read, ahead.context = ahead.context, None
+            context = await read
+        else:
+            context = await read_context(self.store.pool, sid)
+        handover = handover_for(context, agent)
         switched = self._switched.get(sid)
         if switched is not None and switched[1] == agent and switched[0] != agent:
             handover = dataclasses.replace(handover, previous_agent=switched[0], reason=switched[2])
@@ -550,7 +465,7 @@ class AgentLoop:
         )
         await self.ledger.set_state(call, state, result={"content": content, **(extra or {})})
         if state == "completed" and call.tool_name in await self.stop_tools(call):
-            self.budgets.setdefault(call.session_id, Budget()).stop = call.tool_name
+            self._budgets.setdefault(call.session_id, Budget()).stop = call.tool_name
         await self.records.note(call, state)
 
     async def refuse(

@@ -205,8 +205,14 @@ class Toolbox:
             tools = sorted(catalog.values(), key=lambda t: t.name)
         else:
             sources = source_prefixes(template.allowed_tools)
+            # agent.<name> tools are the runtime's, never the catalog's: not unknown; nor
+            # is a <source>.* (its source may list nothing yet).
             missing = [
-                n for n in template.allowed_tools if n not in catalog and n[:-1] not in sources
+                n
+                for n in template.allowed_tools
+                if n not in catalog
+                and not n.startswith(AGENT_TOOL_PREFIX)
+                and n[:-1] not in sources
             ]
             if missing:
                 await self.refresh()

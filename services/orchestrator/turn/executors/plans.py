@@ -9,9 +9,9 @@ the orchestrator.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
-from codelab.v1 import common_pb2 as pb
 from services.orchestrator.agents.templates import AgentRegistry, AgentTemplate
 from services.orchestrator.peers.mesh_clients import HitlClient
 from services.orchestrator.state import events
@@ -30,6 +30,19 @@ def estimate(steps: list[dict[str, Any]]) -> str:
         match = _MINUTES.search(str(step.get("estimated_time", "")))
         total += int(match.group(1)) if match else 5
     return f"{total} min"
+
+
+PLAN_DECISIONS = ("approve", "reject", "modify")
+
+
+@dataclass(frozen=True)
+class PlanDecision:
+    """A human's answer to a plan approval: ``decision`` approve | reject | modify (any
+    other value is refused as INVALID_DECISION)."""
+
+    request_id: str
+    decision: str
+    feedback: str | None = None
 
 
 class PlanRunner:
@@ -101,31 +114,27 @@ class PlanRunner:
         )
         return True
 
-    async def decide(self, sid: str, user_id: str, decision: pb.PlanDecision) -> None:
+    async def decide(self, sid: str, user_id: str, decision: PlanDecision) -> None:
         port = self.port
-        plan = await self.ledger.plan_by_request(sid, decision.approval_request_id)
+        plan = await self.ledger.plan_by_request(sid, decision.request_id)
         if plan is None:
             await port.emit(
                 sid,
                 events.error(
-                    "PENDING_APPROVAL_NOT_FOUND", f"no plan approval {decision.approval_request_id}"
+                    "PENDING_APPROVAL_NOT_FOUND", f"no plan approval {decision.request_id}"
                 ),
                 events.done("error"),
             )
             return
-        name = {
-            pb.DECISION_APPROVE: "approve",
-            pb.DECISION_REJECT: "reject",
-            pb.DECISION_MODIFY: "modify",
-        }.get(decision.decision)
-        if plan.status != "awaiting_approval" or name is None:
+        name = decision.decision
+        if plan.status != "awaiting_approval" or name not in PLAN_DECISIONS:
             await port.emit(
                 sid,
                 events.error("INVALID_DECISION", f"plan {plan.plan_id} is {plan.status}"),
                 events.done("error"),
             )
             return
-        feedback = decision.feedback if decision.HasField("feedback") else None
+        feedback = decision.feedback
         await self.hitl.audit(
             sid,
             "plan_decision",

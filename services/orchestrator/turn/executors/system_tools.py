@@ -10,8 +10,8 @@ import json
 from typing import Any
 
 from services.orchestrator.agents.agent_instance import SCRATCH
-from services.orchestrator.agents.agent_search import AgentDirectory
 from services.orchestrator.agents.templates import AgentRegistry, AgentTemplate
+from services.orchestrator.peers.agent_directory import AgentDirectory
 from services.orchestrator.state import events
 from services.orchestrator.state.events import new_id
 from services.orchestrator.turn.ledger import LedgerCall

@@ -1,4 +1,8 @@
-"""Okapi BM25 over the catalog, in memory: one index per catalog version, scored with numpy.
+"""Okapi BM25 in memory, scored with numpy, and its one tokenizer.
+
+toolsearch indexes the tool catalog with it (one index per catalog version) and ranks
+the agent directory's candidates; the orchestrator ranks the same candidates with the
+same code when toolsearch cannot be asked (``lexical_matches``).
 
 Chosen over Postgres full text after measuring both on Seal-Tools (docs/decisions.md):
 ``ts_rank``/``ts_rank_cd`` over an OR of the query's lexemes reached nDCG@10 0.85-0.91 on the
@@ -13,6 +17,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -30,6 +35,10 @@ STOPWORDS = frozenset(
     }
 )
 
+# Agents' capability texts: a word in nearly every agent's prompt ("you are an agent
+# that...") says nothing about the agent, and would make every template "match".
+AGENT_STOPWORDS = STOPWORDS | {"agent", "agents"}
+
 Mask = npt.NDArray[np.bool_]
 """One flag per document position."""
 
@@ -44,15 +53,18 @@ def _stem(word: str) -> str:
     return word
 
 
-def tokenize(text: str) -> list[str]:
-    """Lower-cased word tokens with camelCase split, stop words dropped, plurals folded."""
+def tokenize(text: str, stopwords: frozenset[str] = STOPWORDS) -> list[str]:
+    """Lower-cased word tokens with camelCase split, stop words dropped, plurals folded.
+
+    The one tokenizer of every BM25 here: the tool catalog and the agent directory (which
+    passes its own, longer stop list)."""
     words = _WORD.findall(_CAMEL.sub(r"\1 \2", text).lower())
-    return [_stem(w) for w in words if w not in STOPWORDS]
+    return [_stem(w) for w in words if w not in stopwords]
 
 
-def term_counts(text: str) -> Counter[str]:
+def term_counts(text: str, stopwords: frozenset[str] = STOPWORDS) -> Counter[str]:
     """What the index keeps of one document: how often each token occurs."""
-    return Counter(tokenize(text))
+    return Counter(tokenize(text, stopwords))
 
 
 def top_positions(
@@ -73,11 +85,18 @@ class Bm25Index:
     """BM25 (Lucene's idf, k1=1.5, b=0.75) over documents identified by position."""
 
     def __init__(
-        self, documents: Sequence[Mapping[str, int]], *, k1: float = 1.5, b: float = 0.75
+        self,
+        documents: Sequence[Mapping[str, int]],
+        *,
+        k1: float = 1.5,
+        b: float = 0.75,
+        stopwords: frozenset[str] = STOPWORDS,
     ) -> None:
-        """Index term counts (see ``term_counts``), one mapping per document."""
+        """Index term counts (see ``term_counts``), one mapping per document; queries are
+        tokenized with the documents' ``stopwords``."""
         self.k1 = k1
         self.b = b
+        self.stopwords = stopwords
         self.size = len(documents)
         lengths = np.fromiter((sum(c.values()) for c in documents), float, self.size)
         average = float(lengths.mean()) if self.size else 0.0
@@ -105,19 +124,31 @@ class Bm25Index:
         self._offsets = np.concatenate(([0], np.cumsum(document_frequency)))
 
     @classmethod
-    def of_texts(cls, texts: Sequence[str], *, k1: float = 1.5, b: float = 0.75) -> Bm25Index:
+    def of_texts(
+        cls,
+        texts: Sequence[str],
+        *,
+        k1: float = 1.5,
+        b: float = 0.75,
+        stopwords: frozenset[str] = STOPWORDS,
+    ) -> Bm25Index:
         """Index raw texts."""
-        return cls([term_counts(t) for t in texts], k1=k1, b=b)
+        counts = [term_counts(t, stopwords) for t in texts]
+        return cls(counts, k1=k1, b=b, stopwords=stopwords)
+
+    def terms(self, query: str) -> set[str]:
+        """The distinct tokens of ``query``, as this index reads it."""
+        return set(tokenize(query, self.stopwords))
 
     def knows_every_word(self, query: str) -> bool:
         """True when each token of ``query`` occurs in some document (and there is one)."""
-        terms = set(tokenize(query))
+        terms = self.terms(query)
         return bool(terms) and all(term in self._vocabulary for term in terms)
 
     def scores(self, query: str) -> npt.NDArray[np.float64]:
         """One score per document; 0 for those sharing no term with ``query``."""
         found = np.zeros(self.size)
-        for term in set(tokenize(query)):
+        for term in self.terms(query):
             term_id = self._vocabulary.get(term)
             if term_id is not None:
                 start, end = self._offsets[term_id], self._offsets[term_id + 1]
@@ -130,3 +161,27 @@ class Bm25Index:
         scores = self.scores(query)
         admitted = scores > 0
         return top_positions(scores, limit, admitted if eligible is None else admitted & eligible)
+
+
+@dataclass(frozen=True)
+class LexicalMatch:
+    """An entry's BM25 score for a query and the query terms behind it."""
+
+    score: float
+    matched: tuple[str, ...]
+    """The query terms the entry's text contains, sorted."""
+
+
+def lexical_matches(
+    query: str, entries: Sequence[tuple[str, str]], stopwords: frozenset[str] = AGENT_STOPWORDS
+) -> dict[str, LexicalMatch]:
+    """BM25 over ``(name, text)`` entries, indexed per call (a handful of agents index in
+    microseconds): each entry sharing a term with ``query``."""
+    counts = [term_counts(text, stopwords) for _, text in entries]
+    index = Bm25Index(counts, stopwords=stopwords)
+    terms = index.terms(query)
+    return {
+        name: LexicalMatch(float(score), tuple(sorted(terms.intersection(terms_of))))
+        for (name, _), terms_of, score in zip(entries, counts, index.scores(query), strict=True)
+        if score > 0
+    }

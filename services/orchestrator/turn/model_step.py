@@ -1,0 +1,179 @@
+"""One model call of a turn: the prompt fitted to the window, the answer streamed to the
+client token by token, and what is kept of it (the assistant message, the proposed calls).
+
+Nothing of the answer is sent before the turn's own writes are committed (``ready``); what
+the user saw stays in the history even when the call fails or is cancelled midway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Any
+
+from services.common.background import background
+from services.common.errors import ServiceError
+from services.common.model_stream import ModelFinished, ModelToolCall, ReasoningPiece, TextPiece
+from services.orchestrator.agents.agent_instance import SCRATCH
+from services.orchestrator.agents.templates import AgentTemplate
+from services.orchestrator.errors import LlmFailure
+from services.orchestrator.peers.llm import LlmClient
+from services.orchestrator.state import events
+from services.orchestrator.state.events import new_id
+from services.orchestrator.state.hub import SessionHub
+from services.orchestrator.state.store import SessionRow, SessionStore, StoredMessage
+from services.orchestrator.turn.compaction import ContextKeeper
+from services.orchestrator.turn.handover import Handover, system_prompt
+from services.orchestrator.turn.ledger import Ledger, LedgerCall
+from services.orchestrator.turn.task_limits import Budget
+from services.orchestrator.turn.toolbox import Toolbox, schema_tokens
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """What one model call of session ``sid`` needs; ``audience``: whose client sees it."""
+
+    sid: str
+    audience: str
+    session: SessionRow
+    template: AgentTemplate
+    history: list[StoredMessage]
+    handover: Awaitable[Handover]
+    ready: asyncio.Task[None] | None
+    """The turn's first writes: no event of the answer before they are committed."""
+    budget: Budget | None
+    """The turn's counters: the call's tokens are added."""
+
+
+class ModelStep:
+    """Asks the model and records its answer; one per agent loop."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        ledger: Ledger,
+        hub: SessionHub,
+        llm: LlmClient,
+        toolbox: Toolbox,
+        context: ContextKeeper,
+    ) -> None:
+        self.store = store
+        self.ledger = ledger
+        self.hub = hub
+        self.llm = llm
+        self.toolbox = toolbox
+        self.context = context
+
+    async def run(self, ask: ModelCall) -> str | None:
+        """Stream the answer; returns it, or None when the model called tools (proposed
+        in the ledger, in order)."""
+        sid, audience, session, template = ask.sid, ask.audience, ask.session, ask.template
+        history, ready = ask.history, ask.ready
+        query = next((m.content for m in reversed(history) if m.role == "user"), "")
+        pinned = SCRATCH.get({}).get("pinned_tools", ())
+        everything = await self.toolbox.offered(template)
+        tools = await self.toolbox.for_step(template, everything, query, sid, tuple(pinned))
+        spent = template.budgets.spent(session.clarifications_used, session.searches_used)
+        if spent:  # seed 003: a spent budget takes its tools out of the prompt
+            tools = [t for t in tools if t.name not in spent]
+        counted = background(
+            self.store.add_tool_tokens(sid, schema_tokens(tools), schema_tokens(everything))
+        )
+        message_id = new_id("msg")
+        parts: list[str] = []
+        thoughts: list[str] = []
+        calls: list[ModelToolCall] = []
+
+        def said() -> str:
+            return "".join(parts)
+
+        def answer(**extra: Any) -> StoredMessage:
+            thought = "".join(thoughts) or None
+            return StoredMessage(
+                "assistant", said(), name=template.name, reasoning=thought, **extra
+            )
+
+        system = system_prompt(template, session, await ask.handover)
+        fitted = await self.context.fit(sid, audience, template, system, history, tools)
+        try:
+            for attempt in range(2):
+                try:
+                    async for output in self.llm.complete(
+                        sid,
+                        fitted.prompt(),
+                        tools=tools,
+                        temperature=template.temperature,
+                        max_tokens=template.max_tokens,
+                        model=template.model,
+                        with_reasoning=template.send_reasoning,
+                        upstream_seconds=template.budgets.llm_seconds,
+                    ):
+                        if ready is not None:  # nothing of the answer before the turn's writes
+                            await asyncio.shield(ready)
+                            ready = None
+                        if isinstance(output, TextPiece) and output.text:
+                            parts.append(output.text)
+                            self.hub.token(audience, output.text, template.name, message_id)
+                        elif isinstance(output, ReasoningPiece) and output.text:
+                            thoughts.append(output.text)
+                            self.hub.reasoning(audience, output.text, template.name, message_id)
+                        elif isinstance(output, ModelToolCall):
+                            calls.append(output)
+                        elif isinstance(output, ModelFinished):
+                            self.context.observe(template, fitted, output.prompt_tokens)
+                            if ask.budget is not None:
+                                used = output.prompt_tokens + output.completion_tokens
+                                ask.budget.tokens += used
+                    break
+                except LlmFailure as failure:
+                    # The upstream counted more than the estimate: compact and ask once more.
+                    overflow = failure.code == "LLM_CONTEXT_LENGTH_EXCEEDED"
+                    if attempt or not overflow or parts or thoughts or calls:
+                        raise
+                    fitted = await self.context.fit(
+                        sid, audience, template, system, history, tools, force=True
+                    )
+        except asyncio.CancelledError:
+            if parts:  # what the user saw stays in the history, even while cancelling
+                await asyncio.shield(self.store.add_message(sid, answer()))
+            raise
+        except ServiceError:
+            if parts:
+                await self.store.add_message(sid, answer())
+            raise
+        if ready is not None:
+            await asyncio.shield(ready)
+        await counted
+        if parts:
+            self.hub.post(audience, events.assistant_final(template.name, message_id))
+        if not calls:
+            await self.store.add_message(sid, answer())
+            return said()
+        plan = await self.ledger.running_plan(sid)
+        step_id = plan.steps[plan.current_step]["id"] if plan else None
+        proposed = [(new_id("call"), c) for c in calls]
+        await self.store.add_message(
+            sid,
+            answer(
+                tool_calls=[
+                    {"id": cid, "name": c.name, "arguments": c.arguments_json}
+                    for cid, c in proposed
+                ]
+            ),
+        )
+        for cid, c in proposed:
+            await self.ledger.propose(
+                LedgerCall(
+                    call_id=cid,
+                    session_id=sid,
+                    agent=template.name,
+                    tool_name=c.name,
+                    arguments=c.arguments_json,
+                    executor="",
+                    state="proposed",
+                    plan_id=plan.plan_id if plan else None,
+                    step_id=step_id,
+                )
+            )
+        return None

@@ -1,0 +1,112 @@
+"""A real llmproxy gRPC server on a free port that plays scripted replies (chunks, then
+maybe a failure) through the mesh's own server factory, so failures reach the client with
+the status and ``x-error-code`` a real llmproxy gives them; and an LlmClient on it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import grpc
+from grpc import aio
+
+from codelab.v1 import llmproxy_pb2 as pb
+from codelab.v1 import llmproxy_pb2_grpc as pb_grpc
+from services.common.channels import internal_channel
+from services.common.errors import ServiceError
+from services.common.server import ServiceDeps, create_server
+from services.common.settings import Settings
+from services.orchestrator.peers.llm import LlmClient
+from tests.support.mesh import INTERNAL_KEY
+
+
+class Unscripted(ServiceError):
+    """A call the scripted proxy does not play."""
+
+
+SERVICE = pb.DESCRIPTOR.services_by_name["LlmProxy"].full_name
+
+
+def text(piece: str) -> pb.CompleteChunk:
+    return pb.CompleteChunk(text_delta=piece)
+
+
+def finish(reason: str = "stop", prompt: int = 7, completion: int = 3) -> pb.CompleteChunk:
+    usage = pb.Usage(prompt_tokens=prompt, completion_tokens=completion)
+    return pb.CompleteChunk(finish=pb.Finish(finish_reason=reason, usage=usage, model="m-1"))
+
+
+@dataclass
+class Reply:
+    """One Complete call's answer: ``chunks``, then ``error`` raised (a ServiceError goes
+    out with its code) or ``status`` aborted with no code (llmproxy itself failing)."""
+
+    chunks: Sequence[pb.CompleteChunk] = (text("ok"), finish())
+    error: ServiceError | None = None
+    status: grpc.StatusCode | None = None
+    hold: float = 0.0
+    """Seconds to wait after the chunks (a slow or stalled upstream)."""
+
+
+@dataclass
+class ScriptedProxy(pb_grpc.LlmProxyServicer):
+    """Plays ``replies`` in order (then the default reply) and records every request."""
+
+    replies: list[Reply] = field(default_factory=list)
+    requests: list[pb.CompleteRequest] = field(default_factory=list)
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def play(self, *replies: Reply) -> None:
+        self.replies.extend(replies)
+
+    async def Complete(
+        self, request: pb.CompleteRequest, context: Any
+    ) -> AsyncIterator[pb.CompleteChunk]:
+        self.requests.append(request)
+        reply = self.replies.pop(0) if self.replies else Reply()
+        try:
+            for chunk in reply.chunks:
+                yield chunk
+            if reply.hold:
+                await asyncio.sleep(reply.hold)
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+        if reply.error is not None:
+            raise reply.error
+        if reply.status is not None:
+            await context.abort(reply.status, "llmproxy failed")
+
+    async def Embed(self, request: pb.EmbedRequest, context: Any) -> pb.EmbedResponse:
+        raise Unscripted("Embed")
+
+    async def GetUsage(self, request: pb.GetUsageRequest, context: Any) -> pb.SessionUsage:
+        raise Unscripted("GetUsage")
+
+    async def ListUsage(self, request: pb.ListUsageRequest, context: Any) -> pb.ListUsageResponse:
+        raise Unscripted("ListUsage")
+
+
+@contextlib.asynccontextmanager
+async def scripted_llm(
+    deadline: float = 10.0, turn_retries: int = 3
+) -> AsyncIterator[tuple[ScriptedProxy, LlmClient]]:
+    """A running scripted llmproxy and an LlmClient that talks to it."""
+    proxy = ScriptedProxy()
+    deps = ServiceDeps(
+        name="llmproxy",
+        full_names=(SERVICE,),
+        register=lambda server: pb_grpc.add_LlmProxyServicer_to_server(proxy, server),
+    )
+    server, port = create_server(Settings(internal_api_key=INTERNAL_KEY), deps)
+    await server.start()
+    channel: aio.Channel = internal_channel(f"127.0.0.1:{port}", INTERNAL_KEY)
+    stub = cast("pb_grpc.LlmProxyAsyncStub", pb_grpc.LlmProxyStub(channel))
+    try:
+        yield proxy, LlmClient(stub, deadline, turn_retries)
+    finally:
+        await channel.close()
+        await server.stop(0)

@@ -1,0 +1,239 @@
+"""The orchestrator's llmproxy client against a real gRPC llmproxy that plays scripted
+replies: chunks become plain values, failures carry the spec's code, and a call is retried
+only while nothing of it was shown."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import grpc
+import pytest
+
+from codelab.v1 import llmproxy_pb2 as pb
+from codelab.v1 import llmproxy_pb2_grpc as pb_grpc
+from services.common.channels import internal_channel
+from services.common.errors import ServiceError
+from services.common.model_stream import (
+    ModelFinished,
+    ModelOutput,
+    ModelToolCall,
+    ReasoningPiece,
+    TextPiece,
+)
+from services.llmproxy.errors import (
+    LlmContextExceeded,
+    LlmError,
+    LlmStreamInterrupted,
+    LlmTimeout,
+    LlmUnavailable,
+)
+from services.orchestrator.errors import LlmFailure
+from services.orchestrator.peers import llm as llm_module
+from services.orchestrator.peers.llm import LlmClient
+from services.orchestrator.state.store import StoredMessage
+from services.orchestrator.turn.toolbox import ToolSpec
+from tests.support.llm_proxy import Reply, ScriptedProxy, finish, scripted_llm, text
+from tests.support.mesh import INTERNAL_KEY
+
+HELLO = [StoredMessage("user", "hello")]
+S = grpc.StatusCode
+
+
+@pytest.fixture
+async def llm() -> AsyncIterator[tuple[ScriptedProxy, LlmClient]]:
+    async with scripted_llm() as running:
+        yield running
+
+
+@pytest.fixture(autouse=True)
+def quick_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(llm_module, "TURN_BACKOFF", 0.01)
+
+
+async def answer(client: LlmClient, purpose: str = "turn") -> list[ModelOutput]:
+    return [out async for out in client.complete("s1", HELLO, purpose=purpose)]
+
+
+async def failure(client: LlmClient, purpose: str = "turn") -> LlmFailure:
+    with pytest.raises(LlmFailure) as failed:
+        await answer(client, purpose)
+    return failed.value
+
+
+async def test_chunks_become_plain_values_in_order(llm: tuple[ScriptedProxy, LlmClient]) -> None:
+    proxy, client = llm
+    call = pb.LlmToolCall(id="c1", name="read_file", arguments_json='{"path": "a"')
+    proxy.play(
+        Reply(
+            [
+                pb.CompleteChunk(reasoning_delta="think"),
+                text("Hel"),
+                text("lo"),
+                pb.CompleteChunk(tool_call=call),
+                finish("tool_calls", 11, 5),
+            ]
+        )
+    )
+    assert await answer(client) == [
+        ReasoningPiece("think"),
+        TextPiece("Hel"),
+        TextPiece("lo"),
+        ModelToolCall("c1", "read_file", '{"path": "a"'),  # exactly as produced
+        ModelFinished("tool_calls", 11, 5, "m-1"),
+    ]
+
+
+async def test_the_request_carries_history_tools_and_options(
+    llm: tuple[ScriptedProxy, LlmClient],
+) -> None:
+    proxy, client = llm
+    history = [
+        StoredMessage("system", "be brief"),
+        StoredMessage("user", "read a", name="ann"),
+        StoredMessage(
+            "assistant",
+            "",
+            name="coder",
+            tool_calls=[{"id": "c1", "name": "read_file", "arguments": '{"path":"a"}'}],
+            reasoning="a first",
+        ),
+        StoredMessage("tool", "text of a", name="read_file", tool_call_id="c1"),
+    ]
+    tool = ToolSpec("read_file", "reads", {"type": "object", "properties": {}}, "ide")
+    stream = client.complete(
+        "s1",
+        history,
+        tools=[tool],
+        temperature=0.2,
+        max_tokens=99,
+        model="gpt-x",
+        with_reasoning=True,
+        upstream_seconds=12.5,
+    )
+    _ = [out async for out in stream]
+    _ = [out async for out in client.complete("s2", history, purpose="classification")]
+    full, bare = proxy.requests
+    assert (full.session_id, full.purpose, full.model) == ("s1", "turn", "gpt-x")
+    assert (full.temperature, full.max_tokens, full.timeout_seconds) == (0.2, 99, 12.5)
+    assert [(t.name, t.description, t.parameters_json) for t in full.tools] == [
+        ("read_file", "reads", '{"type": "object", "properties": {}}')
+    ]
+    system, user, assistant, result = full.messages
+    assert (system.role, system.content, system.HasField("name")) == ("system", "be brief", False)
+    assert user.name == "ann"
+    assert not assistant.HasField("name")  # an assistant's name is not sent
+    assert [(c.id, c.name, c.arguments_json) for c in assistant.tool_calls] == [
+        ("c1", "read_file", '{"path":"a"}')
+    ]
+    assert assistant.reasoning == "a first"
+    assert (result.tool_call_id, result.name, result.content) == ("c1", "read_file", "text of a")
+    assert (bare.purpose, bare.model, bare.timeout_seconds) == ("classification", "", 0)
+    assert not bare.HasField("temperature") and not bare.HasField("max_tokens")
+    assert not bare.messages[2].HasField("reasoning") and not bare.tools
+
+
+@pytest.mark.parametrize(
+    ("reply", "code"),
+    [
+        (Reply((), LlmTimeout("upstream slow")), "LLM_TIMEOUT"),
+        (Reply((), LlmError("upstream said 400")), "LLM_ERROR"),
+        (Reply((), LlmContextExceeded("too long")), "LLM_CONTEXT_LENGTH_EXCEEDED"),
+        (Reply((), status=S.DEADLINE_EXCEEDED), "LLM_TIMEOUT"),
+        (Reply((), status=S.ABORTED), "LLM_STREAM_INTERRUPTED"),
+        (Reply((), status=S.PERMISSION_DENIED), "LLM_ERROR"),
+    ],
+)
+async def test_a_verdict_is_reported_with_its_code_and_not_retried(
+    llm: tuple[ScriptedProxy, LlmClient], reply: Reply, code: str
+) -> None:
+    proxy, client = llm
+    proxy.play(reply)
+    failed = await failure(client)
+    assert failed.code == code
+    expected = reply.error.message if reply.error else "llmproxy failed"
+    assert failed.message == expected
+    assert len(proxy.requests) == 1
+
+
+@pytest.mark.parametrize("cause", [LlmUnavailable("503 twice"), LlmStreamInterrupted("cut")])
+async def test_a_failure_before_the_first_token_is_retried_in_the_turn(
+    llm: tuple[ScriptedProxy, LlmClient], cause: ServiceError
+) -> None:
+    proxy, client = llm
+    proxy.play(Reply((), cause), Reply((), cause))
+    assert await answer(client) == [TextPiece("ok"), ModelFinished("stop", 7, 3, "m-1")]
+    assert len(proxy.requests) == 3
+
+
+async def test_retries_stop_at_the_turn_budget() -> None:
+    async with scripted_llm(turn_retries=1) as (proxy, client):
+        proxy.play(*(Reply((), LlmUnavailable("down")) for _ in range(3)))
+        assert (await failure(client)).code == "LLM_PROXY_UNAVAILABLE"
+        assert len(proxy.requests) == 2
+
+
+async def test_a_classification_is_not_retried(llm: tuple[ScriptedProxy, LlmClient]) -> None:
+    proxy, client = llm
+    proxy.play(Reply((), LlmUnavailable("down")))
+    assert (await failure(client, "classification")).code == "LLM_PROXY_UNAVAILABLE"
+    assert len(proxy.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("cause", "code"),
+    [
+        (LlmUnavailable("connection reset"), "LLM_STREAM_INTERRUPTED"),
+        (LlmError("upstream 500"), "LLM_ERROR"),
+    ],
+)
+async def test_a_failure_after_the_first_token_is_never_retried(
+    llm: tuple[ScriptedProxy, LlmClient], cause: ServiceError, code: str
+) -> None:
+    proxy, client = llm
+    proxy.play(Reply([text("par")], cause))
+    seen: list[ModelOutput] = []
+    with pytest.raises(LlmFailure) as failed:
+        async for out in client.complete("s1", HELLO):
+            seen.append(out)
+    assert seen == [TextPiece("par")]
+    assert failed.value.code == code
+    assert len(proxy.requests) == 1
+
+
+async def test_llmproxy_restarting_is_retried_on_its_own_budget() -> None:
+    async with scripted_llm(turn_retries=0) as (proxy, client):
+        proxy.play(Reply((), status=S.UNAVAILABLE), Reply((), status=S.INTERNAL))
+        assert (await answer(client))[0] == TextPiece("ok")
+        assert len(proxy.requests) == 3
+
+
+async def test_an_unreachable_llmproxy_is_llm_proxy_unavailable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(llm_module, "RESTART_ATTEMPTS", 2)
+    channel = internal_channel("127.0.0.1:1", INTERNAL_KEY)
+    try:
+        client = LlmClient(pb_grpc.LlmProxyStub(channel), deadline=5)  # type: ignore[arg-type]
+        assert (await failure(client)).code == "LLM_PROXY_UNAVAILABLE"
+    finally:
+        await channel.close()
+
+
+async def test_no_answer_within_the_deadline_is_llm_timeout() -> None:
+    async with scripted_llm(deadline=0.3) as (proxy, client):
+        proxy.play(Reply((), hold=3))
+        assert (await failure(client)).code == "LLM_TIMEOUT"
+        assert len(proxy.requests) == 1
+
+
+async def test_leaving_the_stream_early_cancels_the_call(
+    llm: tuple[ScriptedProxy, LlmClient],
+) -> None:
+    proxy, client = llm
+    proxy.play(Reply([text("first")], hold=30))
+    stream = client.complete("s1", HELLO)
+    assert await anext(stream) == TextPiece("first")
+    await stream.aclose()  # type: ignore[attr-defined]
+    async with asyncio.timeout(5):
+        await proxy.cancelled.wait()
