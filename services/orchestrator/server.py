@@ -175,7 +175,8 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
 
     async def stop_vectors() -> None:
         vectors.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
+        # Cancelled mid-query, asyncpg may answer with its own error instead.
+        with contextlib.suppress(asyncio.CancelledError, Exception):
             await vectors
 
     # Closers run last-registered first: the runtime's jobs stop before the pool and the

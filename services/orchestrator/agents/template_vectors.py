@@ -46,4 +46,7 @@ async def keep_embedded(pool: Pool, embed: Embed, every: float = FILL_EVERY) -> 
                 log.info("template vectors written", extra={"fields": {"count": written}})
         except ServiceError as error:
             log.warning("template vectors not written", extra={"fields": {"err": error.message}})
+        except Exception as error:  # e.g. asyncpg's own errors while Postgres restarts
+            # A job that runs for the process's life must outlive a surprise: try again.
+            log.warning("template vectors not written", extra={"fields": {"err": repr(error)}})
         await asyncio.sleep(every)
