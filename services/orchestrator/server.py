@@ -171,13 +171,18 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
     await instances.start()
     await runtime.start()
     await sources.start()
-    vectors = asyncio.create_task(keep_embedded(pool, directory_embedder(toolsearch)))
+    jobs = [
+        asyncio.create_task(keep_embedded(pool, directory_embedder(toolsearch))),
+        asyncio.create_task(loop.toolbox.follow()),
+    ]
 
-    async def stop_vectors() -> None:
-        vectors.cancel()
-        # Cancelled mid-query, asyncpg may answer with its own error instead.
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await vectors
+    async def stop_jobs() -> None:
+        for job in jobs:
+            job.cancel()
+        for job in jobs:
+            # Cancelled mid-query, asyncpg may answer with its own error instead.
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await job
 
     # Closers run last-registered first: the runtime's jobs stop before the pool and the
     # channels they use go away.
@@ -186,7 +191,7 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
     server.on_stop.append(instances.close)
     server.on_stop.append(hub.close)
     server.on_stop.append(runtime.close)
-    server.on_stop.append(stop_vectors)
+    server.on_stop.append(stop_jobs)
     server.on_stop.append(sources.close)
     server.on_stop.append(remote_http.aclose)
     return server, port

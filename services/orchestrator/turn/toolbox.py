@@ -7,10 +7,10 @@ capability, offered only to templates that may hand over, with their targets as 
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -175,28 +175,30 @@ class Toolbox:
         tool source listed reach this process within that time)."""
         self._catalog: dict[str, ToolSpec] = {}
         self._loaded_version: int | None = None
-        self._next_check = 0.0
 
     async def refresh(self) -> None:
         # The version first: a change while the tools load is seen at the next check.
         version = await self._version() if self._version is not None else None
         self._catalog = {tool.name: tool for tool in await self._load()}
         self._loaded_version = version
-        self._next_check = time.monotonic() + self.check_every
 
     async def catalog(self) -> dict[str, ToolSpec]:
         if not self._catalog:
             await self.refresh()
-        elif self._version is not None and time.monotonic() >= self._next_check:
-            self._next_check = time.monotonic() + self.check_every
+        return self._catalog
+
+    async def follow(self) -> None:
+        """Look at the catalog's version every ``check_every`` seconds and reload it when
+        it moved; beside the turns, so no model call waits for the look."""
+        if self._version is None:
+            return
+        while True:
+            await asyncio.sleep(self.check_every)
             try:
-                moved = await self._version() != self._loaded_version
+                if self._catalog and await self._version() != self._loaded_version:
+                    await self.refresh()
             except ServiceError as error:  # toolsearch away: the copy we hold still serves
                 log.warning("catalog version unknown", extra={"fields": {"err": error.message}})
-                moved = False
-            if moved:
-                await self.refresh()
-        return self._catalog
 
     async def offered(self, template: AgentTemplate) -> list[ToolSpec]:
         """Exactly the tools this template may call, in a stable order."""

@@ -4,6 +4,7 @@ mode only what tool search found plus what must always be there."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -239,3 +240,31 @@ def test_catalog_rows_become_specs() -> None:
     )
     assert (now.parameters, now.executor, now.timeout_seconds) == ({}, "local", 0)
     assert (remote.risk, remote.remote_endpoint) == ("medium", "https://calc.internal/sum")
+
+
+async def test_the_catalog_is_followed_beside_the_turns_not_on_their_path() -> None:
+    versions = [1]
+    loads: list[int] = []
+    reloaded = asyncio.Event()
+
+    async def load() -> list[ToolSpec]:
+        loads.append(versions[-1])
+        if len(loads) > 1:
+            reloaded.set()
+        return [spec(f"tool_v{versions[-1]}")]
+
+    async def version() -> int:
+        return versions[-1]
+
+    toolbox = Toolbox(load, version=version, check_every=0.01)
+    assert list(await toolbox.catalog()) == ["tool_v1"]
+    versions.append(2)  # an admin imported tools
+    assert list(await toolbox.catalog()) == ["tool_v1"]  # a turn never waits for the look
+    follower = asyncio.create_task(toolbox.follow())
+    try:
+        async with asyncio.timeout(5):
+            await reloaded.wait()
+    finally:
+        follower.cancel()
+    assert list(await toolbox.catalog()) == ["tool_v2"]
+    assert loads == [1, 2]
