@@ -7,10 +7,11 @@ completed turn), turn latency from the user's message to the final ``done``, and
 memory per session per process (peak while all sessions are live minus the level's start,
 divided by the sessions).
 
-Two passes. The burst: an unpaced model, so every turn is CPU work queued at once and the
-latency grows with the sessions by construction (a stress figure). The live pass: the
-model answers at a real model's pace (``PACED_TOKENS`` at ``PACED_TOKENS_PER_S``), as the
-sessions of a box do; the mesh keeps up when the turn p50 at the largest level stays
+Two passes. The burst: an unpaced model and every message sent at once, so every turn is
+CPU work queued together and the latency grows with the sessions by construction (a
+stress figure). The live pass: the messages arrive evenly over ``SPREAD_S`` seconds and
+the model answers at a real model's pace (``PACED_TOKENS`` at ``PACED_TOKENS_PER_S``), as
+the sessions of a box do; the mesh keeps up when the turn p50 at the largest level stays
 within 2x of the smallest (the target).
 """
 
@@ -21,14 +22,18 @@ from collections.abc import Mapping, Sequence
 
 from bench.procs import snapshot
 from bench.report import Figure, first_error, num, spread
-from bench.sessions import PeakMemory, close_many, open_many, tool_turn
+from bench.sessions import PeakMemory, Turn, close_many, open_many, tool_turn
 from bench.upstream import Upstream
+from clients.python.ide import IdeConnection
 
 SECTION = "Concurrency"
 
 
 PACED_TOKENS = 40
 PACED_TOKENS_PER_S = 20.0
+SPREAD_S = 10.0
+"""Live pass: the sessions' messages arrive evenly over this window (people do not all
+press enter in the same millisecond); the same window at every level."""
 
 
 def paced_answer(session_id: str) -> dict[str, object]:
@@ -38,6 +43,13 @@ def paced_answer(session_id: str) -> dict[str, object]:
         "text": " ".join(f"w{i}" for i in range(PACED_TOKENS)),
         "token_delay_ms": round(1000 / PACED_TOKENS_PER_S),
     }
+
+
+async def _turn_at(ide: IdeConnection, delay: float) -> Turn:
+    """The session's tool turn, sent ``delay`` seconds into the level (timed from then)."""
+    if delay:
+        await asyncio.sleep(delay)
+    return await tool_turn(ide, f"bench-tool [{ide.session_id}] please read main.py")
 
 
 def tool_scenario(session_id: str) -> dict[str, object]:
@@ -87,11 +99,9 @@ async def _pass(
         async with PeakMemory(processes) as memory:
             sockets, refused = await open_many(gateway, ids)
             try:
+                apart = SPREAD_S / len(sockets) if paced and sockets else 0.0
                 turns = await asyncio.gather(
-                    *(
-                        tool_turn(ide, f"bench-tool [{ide.session_id}] please read main.py")
-                        for ide in sockets
-                    )
+                    *(_turn_at(ide, index * apart) for index, ide in enumerate(sockets))
                 )
             finally:
                 await close_many(sockets)
@@ -103,7 +113,11 @@ async def _pass(
             for name in memory.peak
             if name != "bench client"
         }
-        pace = f"answer at {PACED_TOKENS_PER_S:g} tok/s" if paced else "burst, unpaced model"
+        pace = (
+            f"sent over {SPREAD_S:g} s, answer at {PACED_TOKENS_PER_S:g} tok/s"
+            if paced
+            else "burst, unpaced model"
+        )
         label = f"{sessions:,} live WebSockets, turn with a tool round trip ({pace})"
         figures += [
             Figure(
@@ -138,7 +152,7 @@ def _growth(medians: Mapping[int, float], paced: bool) -> list[Figure]:
         return []
     low, high = min(medians), max(medians)
     ratio = medians[high] / medians[low] if medians[low] else float("nan")
-    pace = "model at a real pace" if paced else "burst, unpaced model"
+    pace = "sent over time, model at a real pace" if paced else "burst, unpaced model"
     return [
         Figure(
             SECTION,
