@@ -224,9 +224,8 @@ async def test_a_plan_with_an_unknown_agent_is_refused_to_the_model(port: FakePo
     ]
 
 
-async def test_each_answer_starts_the_next_step_and_the_last_completes_the_plan(
-    port: FakePort,
-) -> None:
+async def running_plan(port: FakePort) -> PlanRunner:
+    """PLAN proposed, approved and at its first step; the moves so far forgotten."""
     runner = plans(port)
     call = await proposed(port, "create_plan", PLAN)
     await runner.run(call, port.agents.get("orchestrator"), PLAN)
@@ -234,6 +233,13 @@ async def test_each_answer_starts_the_next_step_and_the_last_completes_the_plan(
     plan.status = "running"
     await runner.start_step(plan, 0)
     port.moves.clear()
+    return runner
+
+
+async def test_each_answer_starts_the_next_step_and_the_last_completes_the_plan(
+    port: FakePort,
+) -> None:
+    runner = await running_plan(port)
     assert await runner.agent_finished(SID, "The cause is X.") is True
     assert ("switch", SID, "coder", "plan") in port.moves
     assert (await port.store.history(SID))[-1].content.startswith("Plan step 2 of 2")
@@ -247,13 +253,7 @@ async def test_each_answer_starts_the_next_step_and_the_last_completes_the_plan(
 
 
 async def test_a_failure_ends_the_running_plan_with_its_reason(port: FakePort) -> None:
-    runner = plans(port)
-    call = await proposed(port, "create_plan", PLAN)
-    await runner.run(call, port.agents.get("orchestrator"), PLAN)
-    [plan] = await port.ledger.pending_plans(SID)
-    plan.status = "running"
-    await runner.start_step(plan, 0)
-    port.moves.clear()
+    runner = await running_plan(port)
     await runner.fail_running(SID, "the model is away")
     progress = [m[3].plan_progress for m in port.moves if m[2] == "plan_progress"]
     assert [(p.status, p.result) for p in progress] == [("error", "the model is away")]
