@@ -211,16 +211,26 @@ class MeshClient:
         )
 
     async def open_stream(
-        self, session_id: str, *, last_seq: int = -1, user_id: str = ""
+        self,
+        session_id: str,
+        *,
+        last_seq: int = -1,
+        user_id: str = "",
+        title: str = "",
+        system_prompt: str = "",
     ) -> SessionStream:
-        """Attach to ``session_id``; ``last_seq`` >= 0 replays the events after it."""
+        """Attach to ``session_id``; ``last_seq`` >= 0 replays the events after it. A
+        session that does not exist yet is created with ``title`` and ``system_prompt``."""
         call = self.runtime.Stream()
         stream = SessionStream(call, self.assign_ids)
-        await stream.send(
-            common.ClientMessage(
-                attach=common.Attach(session_id=session_id, last_seq=last_seq, user_id=user_id)
-            )
+        attach = common.Attach(
+            session_id=session_id,
+            last_seq=last_seq,
+            user_id=user_id,
+            title=title,
+            system_prompt=system_prompt,
         )
+        await stream.send(common.ClientMessage(attach=attach))
         return stream
 
     async def health(self) -> dict[str, str]:

@@ -1111,19 +1111,28 @@ class Attach(_message.Message):
     SESSION_ID_FIELD_NUMBER: _builtins.int
     LAST_SEQ_FIELD_NUMBER: _builtins.int
     USER_ID_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    SYSTEM_PROMPT_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     last_seq: _builtins.int
     user_id: _builtins.str
+    title: _builtins.str
+    """The title and system prompt of a session this attach creates (ignored when it
+    exists): a new session and its first message in one round trip.
+    """
+    system_prompt: _builtins.str
     def __init__(
         self,
         *,
         session_id: _builtins.str = ...,
         last_seq: _builtins.int = ...,
         user_id: _builtins.str = ...,
+        title: _builtins.str = ...,
+        system_prompt: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["last_seq", b"last_seq", "session_id", b"session_id", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["last_seq", b"last_seq", "session_id", b"session_id", "system_prompt", b"system_prompt", "title", b"title", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 import uuid
 from collections.abc import Mapping
@@ -77,6 +78,8 @@ from services.gateway.translate import (
 SESSION_HEADER = "X-CodeLab-Session"
 SYSTEM_ROLES = frozenset({"system", "developer"})
 TITLE_LENGTH = 80
+TEMPLATES_TTL = 5.0
+"""Seconds a listing of the templates answers "is this model a template"."""
 
 
 def content_text(content: Any) -> str:
@@ -174,6 +177,24 @@ def client_messages(
     return out
 
 
+class TemplateNames:
+    """The agent templates' names as last listed: a chat request's ``model`` is looked up
+    here instead of asking the orchestrator each time (a round trip before the first token)."""
+
+    def __init__(self, ttl: float = TEMPLATES_TTL) -> None:
+        self.ttl = ttl
+        self._names: frozenset[str] = frozenset()
+        self._at = -math.inf
+
+    def update(self, names: list[str]) -> list[str]:
+        self._names, self._at = frozenset(names), time.monotonic()
+        return names
+
+    def has(self, name: str) -> bool:
+        """Listed, and the listing is at most ``ttl`` seconds old."""
+        return name in self._names and time.monotonic() - self._at < self.ttl
+
+
 @dataclass
 class Target:
     """The session a request talks to and how its user text is routed."""
@@ -190,9 +211,16 @@ def build_router(client: MeshClient, auth: Authenticator, settings: Settings) ->
     # Templates carry no creation time; the gateway's start is the honest stand-in.
     started = int(time.time())
 
+    known = TemplateNames()
+
     async def templates() -> list[str]:
         reply = await runtime.ListAgents(runtime_pb2.ListAgentsRequest())
-        return [agent.agent_type for agent in reply.agents]
+        return known.update([agent.agent_type for agent in reply.agents])
+
+    async def is_template(model: str) -> bool:
+        """Against the last listing while it is fresh; a miss lists again (a new
+        template is found at once, a removed one refused within ``TEMPLATES_TTL``)."""
+        return known.has(model) or model in await templates()
 
     def model_entry(name: str) -> JsonObject:
         return {"id": name, "object": "model", "created": started, "owned_by": "codelab"}
@@ -210,7 +238,7 @@ def build_router(client: MeshClient, auth: Authenticator, settings: Settings) ->
 
     async def resolve(model: str, headers: Mapping[str, str], user: str) -> Target:
         header_session = headers.get(SESSION_HEADER.lower())
-        if model not in await templates():
+        if not await is_template(model):
             unknown = f"The model '{model}' is neither an agent template nor your session"
             await owned(model, user, "model_not_found", unknown)
             return Target(model, None, new=False)
@@ -264,17 +292,14 @@ def build_router(client: MeshClient, auth: Authenticator, settings: Settings) ->
             if inputs[-1].HasField("user_message"):
                 with_idempotency_key(inputs[-1], request.headers)
             before = (0, 0) if target.new else await spent(target.session_id)
-            if target.new:
-                title = inputs[-1].user_message.content[:TITLE_LENGTH]
-                await runtime.CreateSession(
-                    runtime_pb2.CreateSessionRequest(
-                        session_id=target.session_id,
-                        system_prompt=chat.system,
-                        title=title,
-                        user_id=user,
-                    )
-                )
-            stream = await client.open_stream(target.session_id, user_id=user)
+            # A new session is created by the stream's attach, with its title and prompt.
+            title = inputs[-1].user_message.content[:TITLE_LENGTH] if target.new else ""
+            stream = await client.open_stream(
+                target.session_id,
+                user_id=user,
+                title=title,
+                system_prompt=chat.system if target.new else "",
+            )
         except FAILURES as error:
             return failure(error).response()
         head = Header(new_completion_id(), int(time.time()), chat.model, target.session_id)

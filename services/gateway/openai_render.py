@@ -155,7 +155,11 @@ async def run_legs(
     events = aiter(stream)  # one iterator: a message may carry several events
     for position, message in enumerate(inputs):
         folder = LegFolder(release_calls=position == len(inputs) - 1, extras=extras)
-        await stream.send(message)
+        try:
+            await stream.send(message)
+        except grpc.aio.AioRpcError as error:  # the attach was refused (a limit, not found)
+            yield error_from_rpc(error)
+            return
         async for out in fold_leg(events, folder, idle_timeout):
             if isinstance(out, Duplicate):
                 replay = await reopen(out.first_seq - 1)

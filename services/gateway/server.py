@@ -6,7 +6,7 @@ import uvicorn
 
 from clients.python import MeshClient
 from services.common import tracing
-from services.common.asgi import WS_OPTIONS
+from services.common.asgi import UVICORN_OPTIONS
 from services.common.logs import configure_logging
 from services.common.settings import Settings
 from services.gateway.app import create_app
@@ -27,7 +27,7 @@ async def serve(settings: Settings) -> None:
         timeout_graceful_shutdown=10,
         ssl_certfile=settings.gateway_tls_cert,
         ssl_keyfile=settings.gateway_tls_key,
-        **WS_OPTIONS,
+        **UVICORN_OPTIONS,
     )
     # uvicorn handles SIGTERM/SIGINT: stop accepting, finish requests, run lifespan exit.
     try:

@@ -143,7 +143,8 @@ async def sse_events(
     try:
         while True:
             try:
-                item = await asyncio.wait_for(queue.get(), heartbeat)
+                async with asyncio.timeout(heartbeat):  # no task per event, as wait_for makes
+                    item = await queue.get()
             except TimeoutError:
                 idle += heartbeat
                 if idle >= idle_timeout and not follow:

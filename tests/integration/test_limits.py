@@ -228,3 +228,24 @@ async def test_metrics_show_usage_against_limits_and_totals_to_admins(database_u
             assert (await http.get("/events/stats", headers=admin)).status_code == 200
             totals = (await http.get("/events/metrics", headers=admin)).json()
             assert totals["total_requests"] >= 1 and "limits" in totals
+
+
+@pytest.mark.parametrize("limits", [{"sessions_open": 1}], indirect=True)
+async def test_sessions_open_over_chat_completions(mesh: Mesh) -> None:
+    """/v1 opens its session with the stream's attach: past the limit the request is a
+    429 (or, streaming, an error frame) with the code, and no session is left behind."""
+    mesh.scripted.enqueue({"text": "first"})
+    async with httpx.AsyncClient(base_url=mesh.gateway_url, timeout=20) as http:
+        model = (await http.get("/v1/models")).json()["data"][0]["id"]
+        body = {"model": model, "messages": [{"role": "user", "content": "hi"}]}
+        first = await http.post("/v1/chat/completions", json=body)
+        assert first.status_code == 200, first.text
+        refused = await http.post("/v1/chat/completions", json=body)
+        assert refused.status_code == 429, refused.text
+        assert refused.json()["error"]["code"] == "RATE_LIMITED"
+        streamed = await http.post("/v1/chat/completions", json={**body, "stream": True})
+        frames = [line[6:] for line in streamed.text.splitlines() if line.startswith("data: ")]
+        assert frames[-1] == "[DONE]"
+        assert json.loads(frames[-2])["error"]["code"] == "RATE_LIMITED"
+        listed = (await http.get("/sessions")).json()["sessions"]
+    assert len(listed) == 1

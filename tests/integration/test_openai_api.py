@@ -21,6 +21,7 @@ from openai.types.chat import (
     ChatCompletionUserMessageParam,
 )
 
+from codelab.v1 import runtime_pb2
 from tests.support.mesh import Mesh, running_mesh
 
 SESSION_HEADER = "x-codelab-session"
@@ -96,6 +97,9 @@ async def test_text_in_a_new_session_with_system_prompt(mesh: Mesh, sdk: AsyncOp
     assert completion.usage is not None and completion.usage.completion_tokens > 0
     prompt = mesh.scripted.requests[-1]["messages"]
     assert "Answer in haiku." in prompt[0]["content"] and prompt[-1]["content"] == "hi"
+    # Created by the stream's attach, titled by the user's message.
+    request = runtime_pb2.GetSessionRequest(session_id=session_id)
+    assert (await mesh.client.runtime.GetSession(request)).title == "hi"
 
 
 async def test_streamed_text_reassembles_exactly(mesh: Mesh, sdk: AsyncOpenAI) -> None:

@@ -42,6 +42,20 @@ async def test_attaching_to_another_users_session_is_not_found(pool: Pool) -> No
         await store.attach("mine", "u2", "orchestrator")
 
 
+async def test_the_attach_that_creates_a_session_gives_it_its_title_and_prompt(
+    pool: Pool,
+) -> None:
+    store = SessionStore(pool)
+    await store.attach("titled", "u1", "ask", "Fix the build", "Answer briefly.")
+    await store.attach("titled", "u1", "coder", "Another title", "Another prompt.")
+    row = await store.get_session("titled")
+    assert (row.title, row.system_prompt, row.current_agent) == (
+        "Fix the build",
+        "Answer briefly.",
+        "ask",
+    )
+
+
 async def test_a_turn_start_is_visible_and_leaves_the_connection_flushing(
     database_url: str,
 ) -> None:

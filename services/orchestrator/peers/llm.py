@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Protocol
 
 import grpc
@@ -143,7 +143,10 @@ class LlmClient:
         model: str = "",
         with_reasoning: bool = False,
         upstream_seconds: float | None = None,
+        sent: Callable[[], None] | None = None,
     ) -> AsyncIterator[ModelOutput]:
+        """The reply's pieces as they come; ``sent`` is called once the first request is
+        on its way (work the request does not need can start then)."""
         request = pb.CompleteRequest(
             session_id=session_id,
             purpose=purpose,
@@ -170,6 +173,9 @@ class LlmClient:
         attempt = 0
         while True:
             call = self.stub.Complete(request, timeout=self.deadline)
+            if sent is not None:
+                sent()
+                sent = None
             try:
                 async for chunk in call:
                     started = True

@@ -36,6 +36,7 @@ from services.orchestrator.turn.executors.plans import PlanRunner
 from services.orchestrator.turn.file_rules import check_paths
 from services.orchestrator.turn.ledger import LedgerCall
 from services.orchestrator.turn.loop import AgentLoop, FirstStep
+from services.orchestrator.turn.model_step import TurnWrites
 from services.orchestrator.turn.patch_review import REVIEW_TOOL, review_outcome
 
 log = logging.getLogger(__name__)
@@ -144,22 +145,27 @@ class Inputs:
         user = StoredMessage("user", message.content)
         # Its turn's first event commits after it (``ready``) and flushes it too.
         write = functools.partial(loop.store.add_message, sid, user, flush=False)
-        stored = loop.background(after_read(history, write))
-        loop.new_turn(sid)
-        agent, reason, confidence, method = await self.route(sid, message)
-        # An unknown agent_type fails here, before any call.
-        template, pinned = await loop.resolve(sid, agent)
-        switched = loop.background(loop.switch(sid, agent, reason, confidence, method))
-        ready = loop.background(_all(stored, switched, pinned))
-        if history is not None:
-            try:
-                first = FirstStep(template, [*await history, user], ready)
-            except ServiceError:
-                first = None
-            if first is not None:
-                await loop.advance(sid, first)
-                return
-        await asyncio.shield(ready)
+        switched: Awaitable[None] | None = None
+        pinned: Awaitable[None] | None = None
+        # Started once the first model request is sent (or the turn goes otherwise).
+        ready = TurnWrites(lambda: _all(after_read(history, write), switched, pinned))
+        try:
+            loop.new_turn(sid)
+            agent, reason, confidence, method = await self.route(sid, message)
+            # An unknown agent_type fails here, before any call.
+            template, pinned = await loop.resolve(sid, agent)
+            switched = await loop.switching(sid, agent, reason, confidence, method)
+            if history is not None:
+                try:
+                    first = FirstStep(template, [*await history, user], ready)
+                except ServiceError:
+                    first = None
+                if first is not None:
+                    await loop.advance(sid, first)
+                    return
+            await ready.wait()
+        finally:
+            ready.start()  # the user's message is written however the turn went
         await loop.advance(sid)
 
     async def route(self, sid: str, message: pb.UserMessage) -> tuple[str, str, str | None, str]:

@@ -135,11 +135,14 @@ class Runtime:
         self._background.append(task)
         task.add_done_callback(self._background.remove)
 
-    async def attach(self, session_id: str, user_id: str) -> None:
+    async def attach(
+        self, session_id: str, user_id: str, title: str = "", system_prompt: str = ""
+    ) -> None:
         """The session the stream binds to, created on first use (within the user's
-        sessions-open limit)."""
-        await self.limits.admit_session(session_id, user_id, self.agents.entry)
-        await self.store.attach(session_id, user_id, self.agents.entry)
+        sessions-open limit) with ``title`` and ``system_prompt``."""
+        entry = self.agents.entry
+        await self.limits.admit_session(session_id, user_id, entry, title, system_prompt)
+        await self.store.attach(session_id, user_id, entry, title, system_prompt)
 
     async def admit(self, user_id: str, message: pb.ClientMessage) -> None:
         """Raise RateLimited when a user message passes the user's messages per minute."""

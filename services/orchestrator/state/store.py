@@ -137,17 +137,19 @@ class SessionStore:
         row = await self.get_session(session_id, user_id)
         return row, created is not None
 
-    async def attach(self, session_id: str, user_id: str, agent: str) -> None:
-        """Create the session when missing; another user's (or a deleted) one: not found."""
+    async def attach(
+        self, session_id: str, user_id: str, agent: str, title: str = "", system_prompt: str = ""
+    ) -> None:
+        """Create the session when missing (with ``title`` and ``system_prompt``); another
+        user's (or a deleted) one: not found."""
+        arguments = (session_id, user_id, agent, title, system_prompt)
         async with db_errors("create session", "SESSION_CREATION_FAILED"):
-            row = await self.pool.fetchrow(QUERIES["attach_session"], session_id, user_id, agent)
+            row = await self.pool.fetchrow(QUERIES["attach_session"], *arguments)
             if row is None:
                 # Created by a concurrent attach that committed after this statement's
                 # snapshot (the insert waited for it, the select could not see it): a new
                 # statement sees the row.
-                row = await self.pool.fetchrow(
-                    QUERIES["attach_session"], session_id, user_id, agent
-                )
+                row = await self.pool.fetchrow(QUERIES["attach_session"], *arguments)
         if row is None or row["deleted_at"] is not None or (user_id and row["user_id"] != user_id):
             raise SessionNotFound(f"Session not found: {session_id}", session_id=session_id)
 

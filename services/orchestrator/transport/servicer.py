@@ -163,7 +163,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
             raise MissingField("the stream must start with attach{session_id}")
         sid, user = first.attach.session_id, first.attach.user_id
         with log_context(session_id=sid):
-            await self.runtime.attach(sid, user)
+            await self.runtime.attach(sid, user, first.attach.title, first.attach.system_prompt)
             subscription = await self.hub.subscribe(sid, first.attach.last_seq)
             if first.attach.last_seq >= 0:
                 # A reconnecting IDE may have lost a tool_call it never ran: each unanswered

@@ -44,7 +44,7 @@ from services.orchestrator.turn.handover import (
     read_context,
 )
 from services.orchestrator.turn.ledger import Ledger, LedgerCall
-from services.orchestrator.turn.model_step import ModelCall, ModelStep
+from services.orchestrator.turn.model_step import ModelCall, ModelStep, TurnWrites
 from services.orchestrator.turn.port import Executor
 from services.orchestrator.turn.records import Records
 from services.orchestrator.turn.task_limits import (
@@ -76,14 +76,14 @@ class ReadAhead:
 class FirstStep:
     """A turn's first model call, asked before the turn's writes are committed.
 
-    ``history`` already ends with the user's message; ``ready`` finishes when that
-    message and the agent switch are committed, and no event of the answer is sent
-    before it (the first token costs the larger of the two, not their sum).
+    ``history`` already ends with the user's message; ``ready`` writes that message and
+    the agent switch once the request is sent, and no event of the answer is sent before
+    they are committed (the first token costs the larger of the two, not their sum).
     """
 
     template: AgentTemplate
     history: list[StoredMessage]
-    ready: asyncio.Task[None]
+    ready: TurnWrites
 
 
 class AgentLoop:
@@ -261,21 +261,36 @@ class AgentLoop:
         method: str = "",
     ) -> None:
         """Make ``to_agent`` current: recorded, then announced."""
+        write = await self.switching(sid, to_agent, reason, confidence, method)
+        if write is not None:
+            await write
+
+    async def switching(
+        self,
+        sid: str,
+        to_agent: str,
+        reason: str,
+        confidence: str | None = None,
+        method: str = "",
+    ) -> Coroutine[Any, Any, None] | None:
+        """``switch`` in memory now (the new agent's first prompt may be built at once);
+        returns the write that records and announces it (None: no switch)."""
         session = await self.session(sid)
-        if session.current_agent == to_agent:
-            return
+        previous = session.current_agent
+        if previous == to_agent:
+            return None
         self.agents.get(to_agent)
-        # Before the first wait: the new agent's first prompt may be built meanwhile.
-        self._switched[sid] = (session.current_agent, to_agent, reason)
-        await self.ledger.record_switch(
-            sid, session.current_agent, to_agent, reason, confidence, method
-        )
-        if sid in self._rows:  # re-read: a pin may have been recorded meanwhile
-            self._rows[sid] = dataclasses.replace(self._rows[sid], current_agent=to_agent)
-        self.post(
-            await self.audience(sid),
-            events.agent_switched(session.current_agent, to_agent, reason, confidence),
-        )
+        self._switched[sid] = (previous, to_agent, reason)
+        self._rows[sid] = dataclasses.replace(session, current_agent=to_agent)
+
+        async def record() -> None:
+            await self.ledger.record_switch(sid, previous, to_agent, reason, confidence, method)
+            self.post(
+                await self.audience(sid),
+                events.agent_switched(previous, to_agent, reason, confidence),
+            )
+
+        return record()
 
     async def advance(self, sid: str, first: FirstStep | None = None) -> None:
         """Run the session until it waits for the IDE or a human, or the task ends;

@@ -2,13 +2,15 @@
 client token by token, and what is kept of it (the assistant message, the proposed calls).
 
 Nothing of the answer is sent before the turn's own writes are committed (``ready``); what
-the user saw stays in the history even when the call fails or is cancelled midway.
+the user saw stays in the history even when the call fails or is cancelled midway. Those
+writes start once the request is on its way to the model: started before, they would
+share the one event loop with building and sending it (see docs/decisions.md).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +32,30 @@ from services.orchestrator.turn.task_limits import Budget
 from services.orchestrator.turn.toolbox import Toolbox, schema_tokens
 
 
+class TurnWrites:
+    """A turn's first writes (its user message, its agent switch), started when the first
+    model request has been sent, and committed before the first event of its answer."""
+
+    def __init__(self, writes: Callable[[], Awaitable[None]]) -> None:
+        self._writes = writes
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start the writes (once; later calls do nothing)."""
+        if self._task is None:
+            self._task = background(self._run())
+
+    async def _run(self) -> None:
+        await self._writes()
+
+    async def wait(self) -> None:
+        """Start the writes if not yet started, and wait for them; a cancelled waiter
+        does not stop them."""
+        self.start()
+        assert self._task is not None
+        await asyncio.shield(self._task)
+
+
 @dataclass(frozen=True)
 class ModelCall:
     """What one model call of session ``sid`` needs; ``audience``: whose client sees it."""
@@ -40,7 +66,7 @@ class ModelCall:
     template: AgentTemplate
     history: list[StoredMessage]
     handover: Awaitable[Handover]
-    ready: asyncio.Task[None] | None
+    ready: TurnWrites | None
     """The turn's first writes: no event of the answer before they are committed."""
     budget: Budget | None
     """The turn's counters: the call's tokens are added."""
@@ -68,6 +94,15 @@ class ModelStep:
     async def run(self, ask: ModelCall) -> str | None:
         """Stream the answer; returns it, or None when the model called tools (proposed
         in the ledger, in order)."""
+        writes = [ask.ready] if ask.ready is not None else []
+        try:
+            return await self._run(ask, writes)
+        finally:
+            for write in writes:  # whatever happened, they are written (the user's message)
+                write.start()
+
+    async def _run(self, ask: ModelCall, writes: list[TurnWrites]) -> str | None:
+        """``writes``: started once the request is sent; the call's own join them."""
         sid, audience, session, template = ask.sid, ask.audience, ask.session, ask.template
         history, ready = ask.history, ask.ready
         query = next((m.content for m in reversed(history) if m.role == "user"), "")
@@ -77,9 +112,14 @@ class ModelStep:
         spent = template.budgets.spent(session.clarifications_used, session.searches_used)
         if spent:  # seed 003: a spent budget takes its tools out of the prompt
             tools = [t for t in tools if t.name not in spent]
-        counted = background(
-            self.store.add_tool_tokens(sid, schema_tokens(tools), schema_tokens(everything))
-        )
+        offered, offerable = schema_tokens(tools), schema_tokens(everything)
+        counted = TurnWrites(lambda: self.store.add_tool_tokens(sid, offered, offerable))
+        writes.append(counted)
+
+        def sent() -> None:
+            for write in writes:
+                write.start()
+
         message_id = new_id("msg")
         parts: list[str] = []
         thoughts: list[str] = []
@@ -108,9 +148,10 @@ class ModelStep:
                         model=template.model,
                         with_reasoning=template.send_reasoning,
                         upstream_seconds=template.budgets.llm_seconds,
+                        sent=sent,
                     ):
                         if ready is not None:  # nothing of the answer before the turn's writes
-                            await asyncio.shield(ready)
+                            await ready.wait()
                             ready = None
                         if isinstance(output, TextPiece) and output.text:
                             parts.append(output.text)
@@ -143,8 +184,8 @@ class ModelStep:
                 await self.store.add_message(sid, answer())
             raise
         if ready is not None:
-            await asyncio.shield(ready)
-        await counted
+            await ready.wait()
+        await counted.wait()
         if parts:
             self.hub.post(audience, events.assistant_final(template.name, message_id))
         if not calls:

@@ -237,3 +237,15 @@ async def test_leaving_the_stream_early_cancels_the_call(
     await stream.aclose()  # type: ignore[attr-defined]
     async with asyncio.timeout(5):
         await proxy.cancelled.wait()
+
+
+async def test_sent_is_called_once_before_the_first_piece_and_not_on_retries(
+    llm: tuple[ScriptedProxy, LlmClient],
+) -> None:
+    proxy, client = llm
+    proxy.play(Reply((), LlmUnavailable("503 once")))
+    seen: list[str] = []
+    async for out in client.complete("s1", HELLO, sent=lambda: seen.append("sent")):
+        seen.append(type(out).__name__)
+    assert seen == ["sent", "TextPiece", "ModelFinished"]
+    assert len(proxy.requests) == 2  # the retry did not call it again

@@ -8,8 +8,8 @@ returning session_id;
 -- The session a stream binds to, created on first use, in one round trip: its owner
 -- and whether it is deleted (nothing counted: attaching must stay cheap).
 with created as (
-    insert into orchestrator.sessions (session_id, user_id, current_agent)
-    values ($1, $2, $3)
+    insert into orchestrator.sessions (session_id, user_id, current_agent, title, system_prompt)
+    values ($1, $2, $3, $4, $5)
     on conflict (session_id) do nothing
     returning user_id, deleted_at
 )

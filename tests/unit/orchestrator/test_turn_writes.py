@@ -1,0 +1,65 @@
+"""A user message's own writes (the message, the agent switch) start once the first model
+request is on its way; however the turn goes, they are written, and before its answer."""
+
+from __future__ import annotations
+
+import pytest
+
+from codelab.v1 import common_pb2 as pb
+from services.common.errors import ServiceError
+from services.llmproxy.errors import LlmError
+from services.orchestrator.state.store import SessionStore
+from tests.support.llm_proxy import Reply, finish, text
+from tests.support.routing import Routing, said
+from tests.support.runtime import until
+
+
+async def start_turn(routing: Routing, sid: str) -> None:
+    """What the runtime does before handing a user message over: the turn's start, with
+    the history and hand-over context read beside it."""
+    loop = routing.inputs.loop
+    start = await routing.store.begin_turn(sid, None, [])
+    loop.begin(sid, start, loop.read_ahead(sid))
+
+
+async def logged(routing: Routing, sid: str) -> list[str]:
+    await routing.hub.flush()
+    events = [pb.ServerEvent.FromString(raw) for _, raw in await routing.store.events_after(sid, 0)]
+    return [e.WhichOneof("event") or "" for e in events]
+
+
+async def roles(store: SessionStore, sid: str) -> list[tuple[str, str]]:
+    return [(m.role, m.content) for m in await store.history(sid)]
+
+
+async def test_the_switch_and_the_message_come_before_the_answer(routing: Routing) -> None:
+    routing.proxy.play(Reply([text("Done."), finish()]))
+    await start_turn(routing, "s1")
+    await routing.inputs.user_message("s1", said("fix it", agent_type="coder"))
+    kinds = await logged(routing, "s1")
+    assert kinds.index("agent_switched") < kinds.index("assistant_message")
+    assert await roles(routing.store, "s1") == [("user", "fix it"), ("assistant", "Done.")]
+
+
+async def test_a_model_failing_before_any_token_leaves_the_message_and_switch(
+    routing: Routing,
+) -> None:
+    routing.proxy.play(Reply((), LlmError("refused")))
+    await start_turn(routing, "s1")
+    await routing.inputs.user_message("s1", said("fix it", agent_type="coder"))
+    assert await logged(routing, "s1") == ["agent_switched", "error", "done"]
+    assert await roles(routing.store, "s1") == [("user", "fix it")]
+    assert (await routing.store.get_session("s1")).current_agent == "coder"
+
+
+async def test_an_unknown_agent_type_still_keeps_the_message(routing: Routing) -> None:
+    await start_turn(routing, "s1")
+    with pytest.raises(ServiceError) as refused:
+        await routing.inputs.user_message("s1", said("fix it", agent_type="nobody"))
+    assert refused.value.code == "AGENT_NOT_FOUND"
+
+    async def kept() -> bool:  # written beside the refusal, as the turn's writes are
+        return await roles(routing.store, "s1") == [("user", "fix it")]
+
+    await until(kept)
+    assert routing.proxy.requests == []
