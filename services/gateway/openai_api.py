@@ -300,6 +300,11 @@ def build_router(client: MeshClient, auth: Authenticator, settings: Settings) ->
                 title=title,
                 system_prompt=chat.system if target.new else "",
             )
+            try:
+                await stream.send(inputs[0])  # on its way while the response starts
+            except BaseException:
+                stream.close()
+                raise
         except FAILURES as error:
             return failure(error).response()
         head = Header(new_completion_id(), int(time.time()), chat.model, target.session_id)
@@ -309,7 +314,9 @@ def build_router(client: MeshClient, auth: Authenticator, settings: Settings) ->
         async def reopen(after: int) -> SessionStream:
             return await client.open_stream(target.session_id, last_seq=after, user_id=user)
 
-        legs = run_legs(stream, inputs, extras, settings.agent_stream_timeout, reopen)
+        legs = run_legs(
+            stream, inputs, extras, settings.agent_stream_timeout, reopen, first_sent=True
+        )
 
         async def usage() -> JsonObject:
             prompt, completion = await spent(target.session_id)

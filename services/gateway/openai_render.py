@@ -146,8 +146,11 @@ async def run_legs(
     extras: list[JsonObject],
     idle_timeout: float,
     reopen: Reopen,
+    first_sent: bool = False,
 ) -> AsyncIterator[Output]:
     """Send each input and fold its events up to its ``done``; stop at a fatal error.
+    ``first_sent``: the first input went before the response started (its first token
+    does not wait for the response's headers).
 
     A repeated ``Idempotency-Key`` is answered ``done`` status ``duplicate`` naming the
     seq where the first request's events start: ``reopen`` replays them from there.
@@ -156,7 +159,8 @@ async def run_legs(
     for position, message in enumerate(inputs):
         folder = LegFolder(release_calls=position == len(inputs) - 1, extras=extras)
         try:
-            await stream.send(message)
+            if position or not first_sent:
+                await stream.send(message)
         except grpc.aio.AioRpcError as error:  # the attach was refused (a limit, not found)
             yield error_from_rpc(error)
             return

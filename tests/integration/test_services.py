@@ -17,7 +17,7 @@ from codelab.v1 import (
     runtime_pb2_grpc,
     toolsearch_pb2,
 )
-from services.common.channels import error_code
+from services.common.channels import error_code, internal_channel
 from tests.support.mesh import Mesh
 
 SERVICES = {
@@ -69,6 +69,20 @@ async def test_calls_without_the_internal_key_are_unauthenticated(
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await call.read()
         assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_an_internal_channel_adds_the_key_beside_the_callers_metadata(mesh: Mesh) -> None:
+    key = mesh.settings.internal_api_key
+    async with internal_channel(mesh.settings.orchestrator_addr, key) as channel:
+        runtime = runtime_pb2_grpc.AgentRuntimeStub(channel)
+        request = runtime_pb2.ListSessionsRequest()
+        await runtime.ListSessions(request, metadata=(("x-request-id", "r-1"),))  # admitted
+    async with internal_channel(mesh.settings.llmproxy_addr, key) as channel:
+        call = llmproxy_pb2_grpc.LlmProxyStub(channel).Complete(llmproxy_pb2.CompleteRequest())
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await call.read()
+        # Past the key check: the empty request itself is refused.
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
 def complete_request(text: str, **kwargs: object) -> llmproxy_pb2.CompleteRequest:

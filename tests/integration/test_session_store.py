@@ -62,7 +62,8 @@ async def test_a_turn_start_is_visible_and_leaves_the_connection_flushing(
     single = await create_pool(database_url, min_size=1, max_size=1)
     try:
         store = SessionStore(single)
-        await store.attach("flush", "u1", "orchestrator")
+        await store.attach("flush", "u1", "orchestrator")  # created without a flush too
+        assert await single.fetchval("show synchronous_commit") == "on"
         start = await store.begin_turn("flush", "RESEARCHING", ["INITED"])
         assert start.session.session_id == "flush"
         # The same (only) connection: the statement's setting did not outlive it.

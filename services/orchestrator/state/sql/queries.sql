@@ -6,10 +6,14 @@ returning session_id;
 
 -- name: attach_session
 -- The session a stream binds to, created on first use, in one round trip: its owner
--- and whether it is deleted (nothing counted: attaching must stay cheap).
-with created as (
+-- and whether it is deleted (nothing counted: attaching must stay cheap). A creation
+-- commits without waiting for the WAL flush, as begin_turn: the stream's first event
+-- flushes it, and a creation lost with nothing sent is redone by the next attach.
+with no_flush as (
+    select set_config('synchronous_commit', 'off', true) as setting
+), created as (
     insert into orchestrator.sessions (session_id, user_id, current_agent, title, system_prompt)
-    values ($1, $2, $3, $4, $5)
+    select $1, $2, $3, $4, $5 from no_flush
     on conflict (session_id) do nothing
     returning user_id, deleted_at
 )
