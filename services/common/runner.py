@@ -15,6 +15,7 @@ from typing import Any
 from services.common import tracing
 from services.common.db import Pool, create_pool
 from services.common.embedded_pg import resolve_database
+from services.common.heap import settle_heap
 from services.common.logs import configure_logging
 from services.common.metrics import serve_metrics
 from services.common.migrations import apply_migrations
@@ -47,6 +48,7 @@ async def run_service(
     try:
         await migrate(pool, migrations)
         server, port = await build(settings, pool, address)
+        settle_heap()
         metrics_port = serve_metrics(port, settings.metrics_port_offset, settings.metrics_host)
         log.info("serving", extra={"fields": {"port": port, "metrics_port": metrics_port}})
         await run_until_signal(server)

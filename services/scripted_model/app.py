@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from services.common.heap import settle_heap
 from services.scripted_model.chunks import (
     EventStream,
     build_reply,
@@ -306,4 +307,5 @@ async def serve(settings: ScriptedModelSettings) -> None:
         access_log=False,
         timeout_graceful_shutdown=5,
     )
+    settle_heap()  # an upstream that pauses for its collector would blur every latency
     await _SignalAwareServer(config).serve()

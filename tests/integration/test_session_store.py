@@ -74,3 +74,15 @@ async def test_a_turn_start_is_visible_and_leaves_the_connection_flushing(
         assert (row["turn_state"], row["state"]) == ("running", "RESEARCHING")
     finally:
         await single.close()
+
+
+async def test_a_new_owner_reads_the_turn_state_and_whether_messages_wait(pool: Pool) -> None:
+    store = SessionStore(pool)
+    assert await store.takeover_state("nobody") == (None, False)
+    await store.attach("taken", "u1", "orchestrator")
+    assert await store.takeover_state("taken") == ("idle", False)
+    await store.set_turn_state("taken", "running")
+    await pool.execute(
+        "insert into orchestrator.inbox (session_id, user_id, message) values ('taken', 'u1', '')"
+    )
+    assert await store.takeover_state("taken") == ("running", True)

@@ -166,7 +166,8 @@ class Runtime:
         if not await self.ownership.acquire(sid):
             return False
         await self.hub.reset(sid)
-        running = await self.store.turn_state(sid) == "running"
+        state, posted = await self.store.takeover_state(sid)
+        running = state == "running"
         if running:
             await self.store.set_turn_state(sid, "idle")
         if running and await self.store.last_event_type(sid) != "done":
@@ -181,7 +182,7 @@ class Runtime:
                 ),
             )
             await self.hub.emit(sid, events.done("error"))
-        for user_id, message in await self.ownership.take(sid):
+        for user_id, message in await self.ownership.take(sid) if posted else ():
             await self._local(sid, user_id, message)
         return True
 

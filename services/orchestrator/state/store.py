@@ -153,10 +153,11 @@ class SessionStore:
         if row is None or row["deleted_at"] is not None or (user_id and row["user_id"] != user_id):
             raise SessionNotFound(f"Session not found: {session_id}", session_id=session_id)
 
-    async def turn_state(self, session_id: str) -> str | None:
+    async def takeover_state(self, session_id: str) -> tuple[str | None, bool]:
+        """(the session's turn state, whether messages wait in its inbox)."""
         async with db_errors("read session", "DB_READ_ERROR"):
-            state: str | None = await self.pool.fetchval(QUERIES["turn_state"], session_id)
-        return state
+            row = await self.pool.fetchrow(QUERIES["takeover_state"], session_id)
+        return row["turn_state"], bool(row["posted"])
 
     async def get_session(self, session_id: str, user_id: str = "") -> SessionRow:
         async with db_errors("read session", "DB_READ_ERROR"):

@@ -22,8 +22,11 @@ union all
 select user_id, deleted_at from orchestrator.sessions
 where session_id = $1 and not exists (select 1 from created);
 
--- name: turn_state
-select turn_state from orchestrator.sessions where session_id = $1;
+-- name: takeover_state
+-- What a new owner of a session checks, in one round trip: whether a turn was running,
+-- whether messages wait in its inbox.
+select (select turn_state from orchestrator.sessions where session_id = $1) as turn_state,
+       exists (select 1 from orchestrator.inbox where session_id = $1) as posted;
 
 -- name: get_session
 select s.session_id, s.user_id, s.title, s.system_prompt, s.current_agent,

@@ -1,0 +1,37 @@
+"""A started service freezes what it built and collects its start-up garbage first."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+
+import pytest
+
+from services.common.heap import settle_heap
+
+
+class Node:
+    def __init__(self) -> None:
+        self.me = self  # a cycle: only the collector frees it
+
+
+@pytest.fixture(autouse=True)
+def unfrozen() -> Iterator[None]:
+    yield
+    gc.unfreeze()
+
+
+def test_start_up_garbage_is_collected_not_frozen() -> None:
+    garbage = Node()
+    gone = weakref.ref(garbage)
+    del garbage
+    settle_heap()
+    assert gone() is None
+
+
+def test_what_lives_is_frozen_out_of_the_collectors_passes() -> None:
+    kept = Node()
+    settle_heap()
+    assert gc.get_freeze_count() > 0
+    assert not any(o is kept for o in gc.get_objects())  # no pass walks it again
