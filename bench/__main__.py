@@ -38,7 +38,7 @@ HERE = Path(__file__).resolve().parent
 FULL: dict[str, Any] = {
     "token_delay_ms": 5,
     "tokens": 200,
-    "ttft_samples": 100,
+    "ttft_samples": 300,
     "stream_levels": [1, 10, 100],
     "paced": (100, 50.0, 100),
     "concurrency": [100, 500, 1000],

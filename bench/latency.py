@@ -29,6 +29,9 @@ from clients.python.ide import IdeConnection, connect_ide, is_done
 SECTION = "Time to first token"
 MARKER = "bench-ttft"
 TURNS_PER_SESSION = 10
+WARM_UP = 5
+"""Rounds taken first and not counted: a path's first calls load templates, catalogs and
+connections once per process, which no later turn pays."""
 SAMPLE_SECONDS = 30.0
 GIVE_UP = 3
 NOT_PRESENT = "n/a (endpoint not present)"
@@ -176,9 +179,12 @@ async def measure(
             )
             stack.push_async_callback(gateway.close)
             paths.append(Path(V1, lambda i: first_token_ms(gateway, model, f"{MARKER} {i}")))
-        for index in range(samples):
+        for index in range(-WARM_UP, samples):
             for path in paths:
                 await _take(path, index)
+                if index < 0:
+                    path.samples.clear()
+                    path.errors = path.streak = 0
     figures = [_figure(path, paths[0]) for path in paths]
     figures.insert(3, _routing(paths[1], paths[2]))
     if single is None:
