@@ -35,7 +35,7 @@ from services.orchestrator.turn.arguments import validate_arguments
 from services.orchestrator.turn.executors.plans import PlanRunner
 from services.orchestrator.turn.file_rules import check_paths
 from services.orchestrator.turn.ledger import LedgerCall
-from services.orchestrator.turn.loop import AgentLoop, FirstStep
+from services.orchestrator.turn.loop import AgentLoop, FirstStep, Switch
 from services.orchestrator.turn.model_step import TurnWrites
 from services.orchestrator.turn.patch_review import REVIEW_TOOL, review_outcome
 
@@ -151,10 +151,10 @@ class Inputs:
         ready = TurnWrites(lambda: _all(after_read(history, write), switched, pinned))
         try:
             loop.new_turn(sid)
-            agent, reason, confidence, method = await self.route(sid, message)
+            to = await self.route(sid, message)
             # An unknown agent_type fails here, before any call.
-            template, pinned = await loop.resolve(sid, agent)
-            switched = await loop.switching(sid, agent, reason, confidence, method)
+            template, pinned = await loop.resolve(sid, to.agent)
+            switched = await loop.switching(sid, to)
             if history is not None:
                 try:
                     first = FirstStep(template, [*await history, user], ready)
@@ -168,19 +168,19 @@ class Inputs:
             ready.start()  # the user's message is written however the turn went
         await loop.advance(sid)
 
-    async def route(self, sid: str, message: pb.UserMessage) -> tuple[str, str, str | None, str]:
-        """(agent, reason, confidence, method) for a new message (switch_agent's arguments)."""
+    async def route(self, sid: str, message: pb.UserMessage) -> Switch:
+        """Which agent takes a new message, and why."""
         loop = self.loop
         current = (await loop.session(sid)).current_agent
         if not loop.agents.multi_agent_mode:
-            return loop.agents.entry, "single-agent mode", None, "mode"
+            return Switch(loop.agents.entry, "single-agent mode", None, "mode")
         if message.HasField("agent_type") and message.agent_type:
-            return message.agent_type, "requested by the user", None, "explicit"
+            return Switch(message.agent_type, "requested by the user", None, "explicit")
         if current == ORCHESTRATOR or not loop.agents.has(current):
             choice = await self.classify(sid, message.content)
             reason = choice.reason or f"routed by {choice.method}"
-            return choice.agent, reason, choice.confidence, choice.method
-        return current, "", None, ""
+            return Switch(choice.agent, reason, choice.confidence, choice.method)
+        return Switch(current, "")
 
     async def switch_agent(self, sid: str, message: pb.SwitchAgent) -> None:
         if not self.loop.agents.has(message.agent_type):

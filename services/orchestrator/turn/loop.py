@@ -14,7 +14,7 @@ import json
 import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from services.common.background import background
 from services.common.errors import ServiceError
@@ -70,6 +70,15 @@ class ReadAhead:
         for task in (self.history, self.context):
             if task is not None:
                 task.cancel()
+
+
+class Switch(NamedTuple):
+    """Which agent takes a message, and why (``agent_switched``'s fields)."""
+
+    agent: str
+    reason: str
+    confidence: str | None = None
+    method: str = ""
 
 
 @dataclass(frozen=True)
@@ -261,33 +270,28 @@ class AgentLoop:
         method: str = "",
     ) -> None:
         """Make ``to_agent`` current: recorded, then announced."""
-        write = await self.switching(sid, to_agent, reason, confidence, method)
+        write = await self.switching(sid, Switch(to_agent, reason, confidence, method))
         if write is not None:
             await write
 
-    async def switching(
-        self,
-        sid: str,
-        to_agent: str,
-        reason: str,
-        confidence: str | None = None,
-        method: str = "",
-    ) -> Coroutine[Any, Any, None] | None:
+    async def switching(self, sid: str, to: Switch) -> Coroutine[Any, Any, None] | None:
         """``switch`` in memory now (the new agent's first prompt may be built at once);
         returns the write that records and announces it (None: no switch)."""
         session = await self.session(sid)
         previous = session.current_agent
-        if previous == to_agent:
+        if previous == to.agent:
             return None
-        self.agents.get(to_agent)
-        self._switched[sid] = (previous, to_agent, reason)
-        self._rows[sid] = dataclasses.replace(session, current_agent=to_agent)
+        self.agents.get(to.agent)
+        self._switched[sid] = (previous, to.agent, to.reason)
+        self._rows[sid] = dataclasses.replace(session, current_agent=to.agent)
 
         async def record() -> None:
-            await self.ledger.record_switch(sid, previous, to_agent, reason, confidence, method)
+            await self.ledger.record_switch(
+                sid, previous, to.agent, to.reason, to.confidence, to.method
+            )
             self.post(
                 await self.audience(sid),
-                events.agent_switched(previous, to_agent, reason, confidence),
+                events.agent_switched(previous, to.agent, to.reason, to.confidence),
             )
 
         return record()
