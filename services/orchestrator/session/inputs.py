@@ -143,12 +143,14 @@ class Inputs:
         if start is None or start.running_plan:
             await self.plans.cancel_running(sid)
         user = StoredMessage("user", message.content)
-        # Its turn's first event commits after it (``ready``) and flushes it too.
+        # Written at once (the message is claimed: a process dying before it is stored would
+        # lose it); its turn's first event commits after it (``ready``) and flushes it too.
         write = functools.partial(loop.store.add_message, sid, user, flush=False)
+        stored = loop.background(after_read(history, write))
         switched: Awaitable[None] | None = None
         pinned: Awaitable[None] | None = None
-        # Started once the first model request is sent (or the turn goes otherwise).
-        ready = TurnWrites(lambda: _all(after_read(history, write), switched, pinned))
+        # The switch and the pin start once the first model request is sent.
+        ready = TurnWrites(lambda: _all(stored, switched, pinned))
         try:
             loop.new_turn(sid)
             to = await self.route(sid, message)
@@ -165,7 +167,7 @@ class Inputs:
                     return
             await ready.wait()
         finally:
-            ready.start()  # the user's message is written however the turn went
+            ready.start()  # the switch is recorded however the turn went
         await loop.advance(sid)
 
     async def route(self, sid: str, message: pb.UserMessage) -> Switch:

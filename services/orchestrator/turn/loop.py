@@ -85,9 +85,10 @@ class Switch(NamedTuple):
 class FirstStep:
     """A turn's first model call, asked before the turn's writes are committed.
 
-    ``history`` already ends with the user's message; ``ready`` writes that message and
-    the agent switch once the request is sent, and no event of the answer is sent before
-    they are committed (the first token costs the larger of the two, not their sum).
+    ``history`` already ends with the user's message; ``ready`` is that message's write
+    (started at once) and the agent switch's (started once the request is sent): no event
+    of the answer is sent before they are committed (the first token costs the larger of
+    the two, not their sum).
     """
 
     template: AgentTemplate

@@ -2,9 +2,10 @@
 client token by token, and what is kept of it (the assistant message, the proposed calls).
 
 Nothing of the answer is sent before the turn's own writes are committed (``ready``); what
-the user saw stays in the history even when the call fails or is cancelled midway. Those
-writes start once the request is on its way to the model: started before, they would
-share the one event loop with building and sending it (see docs/decisions.md).
+the user saw stays in the history even when the call fails or is cancelled midway. The
+writes the request does not need start once it is on its way to the model: started
+before, they would share the one event loop with building and sending it (see
+docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ from services.orchestrator.turn.toolbox import Toolbox, schema_tokens
 
 
 class TurnWrites:
-    """A turn's first writes (its user message, its agent switch), started when the first
-    model request has been sent, and committed before the first event of its answer."""
+    """Writes a model call does not need (a turn's agent switch and version pin, the call's
+    tool token counts), started when its request has been sent and committed before the
+    first event of its answer."""
 
     def __init__(self, writes: Callable[[], Awaitable[None]]) -> None:
         self._writes = writes

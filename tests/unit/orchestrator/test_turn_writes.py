@@ -1,4 +1,4 @@
-"""A user message's own writes (the message, the agent switch) start once the first model
+"""A user message's own writes: the message at once, the agent switch once the first model
 request is on its way; however the turn goes, they are written, and before its answer."""
 
 from __future__ import annotations
