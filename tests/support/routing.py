@@ -24,7 +24,7 @@ from services.orchestrator.state.hub import SessionHub
 from services.orchestrator.state.store import SessionStore
 from services.orchestrator.turn.ledger import Ledger
 from services.orchestrator.turn.loop import AgentLoop
-from services.orchestrator.turn.toolbox import Toolbox, ToolSpec
+from services.orchestrator.turn.toolbox import CatalogLoader, Toolbox, ToolSpec
 from tests.support.llm_proxy import Reply, ScriptedProxy, finish, scripted_llm, text
 from tests.support.mesh import INTERNAL_KEY
 
@@ -61,7 +61,9 @@ async def no_tools() -> list[ToolSpec]:
 
 
 @contextlib.asynccontextmanager
-async def routing_over(pool: Pool, multi_agent_mode: bool = True) -> AsyncIterator[Routing]:
+async def routing_over(
+    pool: Pool, multi_agent_mode: bool = True, catalog: CatalogLoader = no_tools
+) -> AsyncIterator[Routing]:
     builtins = [AgentTemplate.from_definition(d) for d in builtin_definitions()]
     agents = AgentRegistry([*builtins, TRANSLATOR], multi_agent_mode)
     store, hub = SessionStore(pool), SessionHub(SessionStore(pool))
@@ -70,7 +72,7 @@ async def routing_over(pool: Pool, multi_agent_mode: bool = True) -> AsyncIterat
     async with scripted_llm() as (proxy, llm):
         # BM25 here: toolsearch is not asked
         directory = AgentDirectory(agents)
-        loop = AgentLoop(store, Ledger(pool), hub, llm, agents, Toolbox(no_tools), hitl, directory)
+        loop = AgentLoop(store, Ledger(pool), hub, llm, agents, Toolbox(catalog), hitl, directory)
         try:
             for sid in ("s1", "s2"):
                 await store.attach(sid, "u1", agents.entry)

@@ -3,14 +3,18 @@ request is on its way; however the turn goes, they are written, and before its a
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from codelab.v1 import common_pb2 as pb
+from services.common.db import Pool
 from services.common.errors import ServiceError
 from services.llmproxy.errors import LlmError
 from services.orchestrator.state.store import SessionStore
+from services.orchestrator.turn.toolbox import ToolSpec
 from tests.support.llm_proxy import Reply, finish, text
-from tests.support.routing import Routing, said
+from tests.support.routing import Routing, routing_over, said
 from tests.support.runtime import until
 
 
@@ -63,3 +67,28 @@ async def test_an_unknown_agent_type_still_keeps_the_message(routing: Routing) -
 
     await until(kept)
     assert routing.proxy.requests == []
+
+
+async def test_the_message_is_stored_before_the_model_is_asked(pool: Pool) -> None:
+    """A message's id is claimed before its turn starts: were its process to die while the
+    catalog is away (toolsearch restarting), a resend would be answered ``duplicate``, so
+    the message must already be stored."""
+    away = asyncio.Event()
+
+    async def catalog_away() -> list[ToolSpec]:
+        await away.wait()
+        return []
+
+    async with routing_over(pool, catalog=catalog_away) as routing:
+        await start_turn(routing, "s1")
+        turn = asyncio.create_task(
+            routing.inputs.user_message("s1", said("fix it", agent_type="coder"))
+        )
+
+        async def stored() -> bool:
+            return await roles(routing.store, "s1") == [("user", "fix it")]
+
+        await until(stored)
+        assert routing.proxy.requests == [] and not turn.done()
+        turn.cancel()
+        await asyncio.wait([turn])
