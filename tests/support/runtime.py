@@ -23,7 +23,7 @@ from services.orchestrator.session.runtime import Runtime
 from services.orchestrator.session.tool_timeouts import ToolTimeouts
 from services.orchestrator.state import events
 from services.orchestrator.state.hub import SessionHub
-from services.orchestrator.state.store import SessionStore, TurnStart
+from services.orchestrator.state.store import SessionStore, StoredMessage, TurnStart
 from services.orchestrator.turn.loop import ReadAhead
 from services.orchestrator.turn.toolbox import ToolSpec
 
@@ -66,8 +66,15 @@ class Turns:
         self.last_done[sid] = status
         await self.hub.emit(sid, events.done(status))
 
-    async def user_message(self, sid: str, message: pb.UserMessage) -> None:
+    async def user_message(
+        self, sid: str, message: pb.UserMessage, applies: tuple[str, int] | None = None
+    ) -> None:
         self.handled.append((sid, message.content))
+        if message.content == "lost" and self.handled.count((sid, "lost")) == 1:
+            raise RuntimeError("failed before the message was stored")
+        # As Inputs does: stored at once, its claim marked started in the same commit.
+        user = StoredMessage("user", message.content)
+        await self.hub.store.add_message(sid, user, flush=False, applies=applies)
         if message.content == "boom":
             raise RuntimeError("a bug")
         gate = self.gates.get(message.content)

@@ -128,7 +128,11 @@ class Inputs:
         extra = [t for t in agents.all() if t.name not in {*SPECIALISTS, *PROTECTED}]
         return await self.loop.directory.ranked(content, DIRECTORY_ROUTES, extra) if extra else []
 
-    async def user_message(self, sid: str, message: pb.UserMessage) -> None:
+    async def user_message(
+        self, sid: str, message: pb.UserMessage, applies: tuple[str, int] | None = None
+    ) -> None:
+        """Start a turn; ``applies``: the client message id (and first seq) it carries out,
+        marked started when the message is stored."""
         loop = self.loop
         if not message.content.strip():
             await self.fail(sid, "MISSING_REQUIRED_FIELD", "user_message needs content")
@@ -145,7 +149,7 @@ class Inputs:
         user = StoredMessage("user", message.content)
         # Written at once (the message is claimed: a process dying before it is stored would
         # lose it); its turn's first event commits after it (``ready``) and flushes it too.
-        write = functools.partial(loop.store.add_message, sid, user, flush=False)
+        write = functools.partial(loop.store.add_message, sid, user, flush=False, applies=applies)
         stored = loop.background(after_read(history, write))
         switched: Awaitable[None] | None = None
         pinned: Awaitable[None] | None = None

@@ -109,6 +109,8 @@ class Runtime:
         self._cancelling: set[str] = set()
         """Sessions whose running task handles a cancel: a second cancel waits its turn."""
         self._live: dict[str, set[str]] = {}
+        # (client message id, first seq) of the message each session is handling.
+        self._handling: dict[str, tuple[str, int]] = {}
         """Client message ids claimed here and not yet handled to the end."""
         self._background: list[asyncio.Task[None]] = []
 
@@ -244,14 +246,27 @@ class Runtime:
         if claim.fresh or not (claim.started or cid in live):
             live.add(cid)
             return True
-        first = claim.first_seq or await self.hub.next_seq(sid)
-        await self.hub.emit(sid, events.duplicate(cid, first))
+        handling = self._handling.get(sid)
+        first = claim.first_seq or (handling[1] if handling and handling[0] == cid else None)
+        await self.hub.emit(sid, events.duplicate(cid, first or await self.hub.next_seq(sid)))
         return False
 
-    async def _started(self, sid: str, cid: str | None) -> None:
-        """Handling of client message ``cid`` begins: its events start at the next seq."""
-        if cid is not None:
-            await self.client_ids.start(sid, cid, await self.hub.next_seq(sid))
+    async def _started(self, sid: str, cid: str | None, item: Item | None = None) -> None:
+        """Handling of client message ``cid`` begins: its events start at the next seq. A
+        user message is marked started when it is stored (``applies``), in the same commit:
+        a process dying before that leaves the claim open, and a resend is applied."""
+        if cid is None:
+            return
+        first = await self.hub.next_seq(sid)
+        if isinstance(item, pb.ClientMessage) and item.HasField("user_message"):
+            self._handling[sid] = (cid, first)
+        else:
+            await self.client_ids.start(sid, cid, first)
+
+    def applies(self, sid: str) -> tuple[str, int] | None:
+        """(client message id, first seq) of the user message being handled, if it has an
+        id."""
+        return self._handling.get(sid)
 
     async def _work(self, sid: str, inbox: asyncio.Queue[tuple[str, Item]]) -> None:
         SESSIONS_ACTIVE.inc()
@@ -295,9 +310,10 @@ class Runtime:
     async def _run_one(self, sid: str, user_id: str, item: Item) -> None:
         cid = client_message_id(item)
         try:
-            await self._started(sid, cid)
+            await self._started(sid, cid, item)
             await self._run_started(sid, user_id, item)
         finally:
+            self._handling.pop(sid, None)
             self._live.get(sid, set()).discard(cid or "")
 
     async def _run_started(self, sid: str, user_id: str, item: Item) -> None:
@@ -387,7 +403,7 @@ class Runtime:
                 return
             kind = item.WhichOneof("message")
             if kind == "user_message":
-                await inputs.user_message(sid, item.user_message)
+                await inputs.user_message(sid, item.user_message, self.applies(sid))
             elif kind == "tool_result":
                 await inputs.tool_result(sid, item.tool_result, user_id)
             elif kind == "hitl_decision":

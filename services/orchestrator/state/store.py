@@ -172,11 +172,18 @@ class SessionStore:
         return [_session(r) for r in rows]
 
     async def add_message(
-        self, session_id: str, message: StoredMessage, *, flush: bool = True
+        self,
+        session_id: str,
+        message: StoredMessage,
+        *,
+        flush: bool = True,
+        applies: tuple[str, int] | None = None,
     ) -> None:
         """Store ``message`` with its token count (counted here, once); ``flush`` False:
         only when an event of the same turn will commit after it (that commit flushes the
-        WAL, this one too)."""
+        WAL, this one too). ``applies``: (client message id, first seq) of the claim this
+        message carries out, marked started in the same commit."""
+        cid, first_seq = applies if applies is not None else (None, None)
         async with db_errors("save message", "DB_WRITE_ERROR"):
             await self.pool.fetchrow(
                 QUERIES["add_message"],
@@ -189,6 +196,8 @@ class SessionStore:
                 message.token_count,
                 message.reasoning,
                 flush,
+                cid,
+                first_seq,
             )
 
     async def history(self, session_id: str) -> list[StoredMessage]:

@@ -117,3 +117,18 @@ async def test_a_session_another_replica_owns_gets_the_message_by_its_inbox(
         await other.close()
     [(user, message)] = await runtime.ownership.take("s1")
     assert (user, message.user_message.content) == ("u1", "for the owner")
+
+
+async def test_a_message_that_failed_before_it_was_stored_is_applied_on_resend(
+    runtime: Runtime,
+) -> None:
+    """Its claim is marked started with the message, in one commit: a handling that ends
+    before the message is stored (a crash, a process killed) leaves the claim open, and the
+    IDE's resend is applied rather than answered ``duplicate`` over a message never kept."""
+    assert await runtime.submit("s1", "u1", said("lost", cid="c-lost")) == "accepted"
+    await dones(runtime, "s1", 1)  # the crash, reported
+    assert await runtime.store.history("s1") == []
+    assert await runtime.submit("s1", "u1", said("lost", cid="c-lost")) == "accepted"
+    await dones(runtime, "s1", 2)
+    assert [m.content for m in await runtime.store.history("s1")] == ["lost"]
+    assert await runtime.submit("s1", "u1", said("lost", cid="c-lost")) == "duplicate"

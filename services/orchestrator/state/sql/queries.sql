@@ -51,8 +51,13 @@ limit $2;
 
 -- name: add_message
 -- $9 false: commit without waiting for the WAL flush (a user message that starts a turn: the
--- turn's first event commits after it and flushes it; see begin_turn).
-with flushing as (
+-- turn's first event commits after it and flushes it; see begin_turn). $10, $11: the client
+-- message id this message applies and the seq its events start at, marked started in the
+-- same transaction (a claim is started exactly when its message is stored).
+with started as (
+    update orchestrator.client_messages set started = true, first_seq = $11
+    where session_id = $1 and client_message_id = $10
+), flushing as (
     select set_config('synchronous_commit', case when $9::bool then 'on' else 'off' end, true)
 ), inserted as (
     insert into orchestrator.messages
