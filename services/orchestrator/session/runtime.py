@@ -109,9 +109,9 @@ class Runtime:
         self._cancelling: set[str] = set()
         """Sessions whose running task handles a cancel: a second cancel waits its turn."""
         self._live: dict[str, set[str]] = {}
-        # (client message id, first seq) of the message each session is handling.
-        self._handling: dict[str, tuple[str, int]] = {}
         """Client message ids claimed here and not yet handled to the end."""
+        self._handling: dict[str, tuple[str, int]] = {}
+        """(client message id, first seq) of the user message each session is handling."""
         self._background: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:

@@ -11,7 +11,7 @@ docs/decisions.md).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,17 +38,14 @@ class TurnWrites:
     tool token counts), started when its request has been sent and committed before the
     first event of its answer."""
 
-    def __init__(self, writes: Callable[[], Awaitable[None]]) -> None:
+    def __init__(self, writes: Callable[[], Coroutine[Any, Any, None]]) -> None:
         self._writes = writes
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         """Start the writes (once; later calls do nothing)."""
         if self._task is None:
-            self._task = background(self._run())
-
-    async def _run(self) -> None:
-        await self._writes()
+            self._task = background(self._writes())
 
     async def wait(self) -> None:
         """Start the writes if not yet started, and wait for them; a cancelled waiter
@@ -100,7 +97,7 @@ class ModelStep:
         try:
             return await self._run(ask, writes)
         finally:
-            for write in writes:  # whatever happened, they are written (the user's message)
+            for write in writes:  # whatever happened, the switch and the counts are written
                 write.start()
 
     async def _run(self, ask: ModelCall, writes: list[TurnWrites]) -> str | None:
