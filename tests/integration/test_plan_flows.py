@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.ide import ide, of, text_of
+from tests.support.ide import Event, ide, of, text_of
 from tests.support.mesh import Mesh, running_mesh
 
 PLAN = {
@@ -132,6 +132,72 @@ async def test_plan_modified_is_proposed_again_with_the_feedback(mesh: Mesh) -> 
     assert again["plan_summary"]["subtasks_count"] == 1
     tool = mesh.scripted.requests[-1]["messages"][-1]
     assert tool["role"] == "tool" and "skip the design step" in tool["content"]
+
+
+async def _revision_asked(client: Any, mesh: Mesh) -> tuple[dict[str, Any], list[Event]]:
+    """A running plan whose second step (coder) proposes a revised plan."""
+    request = await propose(client, mesh)
+    revised = {"goal": "Log through structlog", "subtasks": [PLAN["subtasks"][1]]}
+    mesh.scripted.enqueue({"text": "Design written."}, create_plan(revised))
+    return request, await client.turn(
+        {
+            "type": "plan_decision",
+            "decision": "approve",
+            "approval_request_id": request["approval_request_id"],
+        }
+    )
+
+
+async def test_the_planner_asks_to_change_an_approved_plan(mesh: Mesh) -> None:
+    async with ide(mesh, "plan-revise") as client:
+        request, running = await _revision_asked(client, mesh)
+        (asked,) = of(running, "plan_modification_requested")
+        (revision,) = of(running, "plan_approval_required")
+        assert (asked["plan_id"], asked["planner"]) == (request["plan_id"], "coder")
+        assert asked["approval_request_id"] == revision["approval_request_id"]
+        assert "structlog" in asked["feedback"]
+        assert running.index(asked) < running.index(revision)
+        assert running[-1]["status"] == "awaiting_plan_approval"
+        mesh.scripted.enqueue({"text": "Logged through structlog."})
+        events = await client.turn(
+            {
+                "type": "plan_decision",
+                "decision": "approve",
+                "approval_request_id": revision["approval_request_id"],
+            }
+        )
+    ended = {(e["execution_id"], e["status"]) for e in of(events, "execution_completed")}
+    assert ended == {(request["plan_id"], "modified"), (revision["plan_id"], "completed")}
+    assert events[-1]["status"] == "completed"
+    plans = await mesh.pool.fetch(
+        "select plan_id, status from orchestrator.plans where session_id = 'plan-revise'"
+    )
+    assert {r["plan_id"]: r["status"] for r in plans} == {
+        request["plan_id"]: "modified",
+        revision["plan_id"]: "completed",
+    }
+
+
+async def test_a_rejected_revision_leaves_the_approved_plan_running(mesh: Mesh) -> None:
+    async with ide(mesh, "plan-keep") as client:
+        request, running = await _revision_asked(client, mesh)
+        (revision,) = of(running, "plan_approval_required")
+        mesh.scripted.enqueue({"text": "Logging added as planned."})
+        events = await client.turn(
+            {
+                "type": "plan_decision",
+                "decision": "reject",
+                "approval_request_id": revision["approval_request_id"],
+                "feedback": "keep the plan",
+            }
+        )
+    (rejected,) = of(events, "plan_rejected")
+    assert rejected["plan_id"] == revision["plan_id"]
+    (completed,) = of(events, "execution_completed")
+    assert (completed["execution_id"], completed["status"]) == (request["plan_id"], "completed")
+    assert "Logging added as planned." in completed["summary"]
+    tool = [m for m in mesh.scripted.requests[-1]["messages"] if m["role"] == "tool"][-1]
+    assert "keep the plan" in tool["content"] and "goes on" in tool["content"]
 
 
 async def test_pending_plan_is_listed_with_the_approvals(mesh: Mesh) -> None:

@@ -4,6 +4,10 @@ Each step runs with its own agent; the step's instruction enters the history as 
 user message so the model sees what it is asked to do. Progress is reported with
 plan_update, plan_progress and agent_chain_update; at the end control returns to
 the orchestrator.
+
+A create_plan while a plan runs asks to change the approved plan
+(plan_modification_requested, then the revision's approval): approved, the revision
+replaces the running plan; rejected, the running plan goes on where it was.
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ class PlanRunner:
     ) -> bool:
         """create_plan: the plan waits for the human's decision."""
         sid = call.session_id
+        running = await self.ledger.running_plan(sid)
         unknown = [s["agent"] for s in arguments["subtasks"] if not self.agents.has(s["agent"])]
         if unknown:
             await self.port.complete(
@@ -104,8 +109,21 @@ class PlanRunner:
             reason="plan approval",
             requires_approval=True,
         )
+        revision = (
+            []
+            if running is None
+            else [
+                events.plan_modification_requested(
+                    running.plan_id,
+                    plan.approval_request_id,
+                    template.name,
+                    f"revised plan: {plan.goal}",
+                )
+            ]
+        )
         await self.port.emit(
             sid,
+            *revision,
             events.plan_approval_required(
                 plan.plan_id, plan.approval_request_id, plan.goal, len(steps), estimate(steps)
             ),
@@ -146,7 +164,12 @@ class PlanRunner:
         )
         call = await self.ledger.get(sid, plan.call_id)
         assert call is not None  # created with the plan
+        revised = await self.ledger.running_plan(sid)  # a plan ran while this one was proposed
         if name == "approve":
+            if revised is not None:
+                revised.status = "modified"
+                await self.ledger.save_plan(revised)
+                await port.emit(sid, self.completed(revised, "modified"))
             plan.status = "running"
             await port.complete(call, "The user approved the plan; it runs step by step now.")
             await self.start_step(plan, 0)
@@ -155,11 +178,15 @@ class PlanRunner:
             plan.status = "rejected"
             await self.ledger.save_plan(plan)
             note = f" Feedback: {feedback}" if feedback else ""
-            await port.complete(call, "The user rejected the plan." + note, "rejected")
+            goes_on = " The approved plan goes on: finish its current step." if revised else ""
+            await port.complete(call, "The user rejected the plan." + note + goes_on, "rejected")
             await port.emit(
                 sid, events.plan_rejected(plan.plan_id, plan.approval_request_id, feedback)
             )
-            await port.finish(sid, await port.template(sid, plan.planner))
+            if revised is not None:
+                await port.advance(sid)
+            else:
+                await port.finish(sid, await port.template(sid, plan.planner))
         else:
             plan.status = "modified"
             await self.ledger.save_plan(plan)
