@@ -32,6 +32,7 @@ BUDGETED = [
     template("curious", max_clarifications=1),
     template("searcher", max_searches=1),
     template("hasty", timeouts={"llm_seconds": 1, "approval_seconds": 42}),
+    template("brief", timeouts={"approval_seconds": 1}),
     template("writer", stop_conditions=["tool:write_file"]),
 ]
 
@@ -123,6 +124,18 @@ async def test_timeouts_bound_the_model_call_and_the_approval(mesh: Mesh) -> Non
     assert timeout == 42
     assert mesh.scripted.requests[0].get("stream") is True
     assert errors(second) == ["LLM_TIMEOUT"] and second[-1]["status"] == "error"
+
+
+async def test_the_templates_approval_timeout_expires_the_approval(mesh: Mesh) -> None:
+    """hitl's own expiry is 300 s here: only the template's second can end this wait."""
+    mesh.scripted.enqueue(
+        calls("write_file", {"path": "a.py", "content": "x"}), {"text": "Not written."}
+    )
+    async with ide(mesh, "brief") as client:
+        first = await client.say("write it", agent_type="brief")
+        assert first[-1]["status"] == "awaiting_approval"
+        later = await client.until_done(seconds=15)
+    assert errors(later) == ["HITL_TIMEOUT"] and text_of(later) == "Not written."
 
 
 async def test_a_stop_condition_ends_the_task_without_another_model_call(mesh: Mesh) -> None:
