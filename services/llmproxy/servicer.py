@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -67,9 +68,16 @@ def message_to_openai(message: pb.ChatMessage, names: ToolNames) -> dict[str, An
     return out
 
 
+@functools.lru_cache(maxsize=4096)
+def _schema(text: str) -> Any:
+    """A tool's parameters, parsed once per distinct text (every model call of an agent
+    offers the same few dozen schemas); the value is shared and never modified."""
+    return json.loads(text)
+
+
 def tool_to_openai(tool: pb.ToolDefinition, names: ToolNames) -> dict[str, Any]:
     try:
-        parameters = json.loads(tool.parameters_json or "{}")
+        parameters = _schema(tool.parameters_json or "{}")
     except json.JSONDecodeError as error:
         raise InvalidInput(f"tool {tool.name}: parameters_json is not JSON: {error}") from error
     return {
