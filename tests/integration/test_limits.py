@@ -38,14 +38,14 @@ def limits(request: pytest.FixtureRequest) -> LimitSettings:
 
 
 @pytest.fixture
-def tls(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Path]:
+def tls(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
     """Plaintext unless a test asks for ``"mtls"``."""
     return mesh_tls(tmp_path / "certs") if getattr(request, "param", "") == "mtls" else {}
 
 
 @pytest.fixture
 async def mesh(
-    database_url: str, limits: LimitSettings, tls: dict[str, Path]
+    database_url: str, limits: LimitSettings, tls: dict[str, Any]
 ) -> AsyncIterator[Mesh]:
     async with running_mesh(database_url, multi_agent_mode=False, limits=limits, **tls) as running:
         yield running
