@@ -11,6 +11,7 @@ import json
 import math
 import os
 import platform
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -118,6 +119,37 @@ def table(figures: Sequence[Figure]) -> str:
 
 def _row(figure: Figure) -> tuple[str, str, str, str]:
     return figure.name, figure.value, figure.unit, figure.target
+
+
+def read_table(text: str) -> list[Figure]:
+    """The figures of every table :func:`table` wrote into ``text`` (e.g. LATEST.md), each
+    with its section, name, value, unit and target as printed (``data`` is not printed)."""
+    figures: list[Figure] = []
+    section = ""
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if not line.startswith("| ") or len(cells) < 5 or cells[:2] == ["Section", "Figure"]:
+            continue
+        # A value may quote an error holding "|": the name never does, unit and target are last.
+        section = cells[0] or section
+        value = " | ".join(cells[2:-2])
+        figures.append(Figure(section, cells[1], value, cells[-2], target=cells[-1]))
+    return figures
+
+
+_NAMED = re.compile(r"(?P<name>.+?) (?P<number>-?\d[\d,]*(?:\.\d+)?)")
+
+
+def named_numbers(value: str) -> dict[str, float]:
+    """``"orchestrator 44.7 · gateway 1,033.4"`` as ``{"orchestrator": 44.7, "gateway":
+    1033.4}``: a value of named numbers as this module prints them; a remark in
+    parentheses after a number is left out, and so is ``n/a``."""
+    found: dict[str, float] = {}
+    for part in value.split(" · "):
+        match = _NAMED.fullmatch(part.split(" (", 1)[0].strip())
+        if match is not None:
+            found[match["name"]] = float(match["number"].replace(",", ""))
+    return found
 
 
 def _setting(key: str, value: Any) -> str:

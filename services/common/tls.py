@@ -1,7 +1,8 @@
 """TLS for the mesh's gRPC links (``GRPC_TLS_CERT`` / ``GRPC_TLS_KEY`` / ``GRPC_TLS_CA``).
 
 Unset: plaintext, the embedded default. Certificate and key: every server speaks TLS
-and every client checks the server (against the CA, or the system roots without one).
+and every client checks the server: against the CA or, without one, gRPC's default
+roots (grpcio's bundled public CAs, or the PEM file GRPC_DEFAULT_SSL_ROOTS_FILE_PATH names).
 With the CA as well: mutual TLS, a server refuses a client that shows no certificate
 signed by that CA, and each process presents its one certificate both ways.
 """

@@ -1,8 +1,10 @@
-"""kill -9 of any service at its worst moment, a whole-mesh restart, a replica's death."""
+"""kill -9 of any service at its worst moment, a whole-mesh restart, a replica's death (the
+last over plaintext and over mutual TLS)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 from collections.abc import AsyncIterator
@@ -12,7 +14,10 @@ import httpx
 import pytest
 import websockets
 
+from services.common.settings import Settings
+from services.common.tls import MeshTls
 from tests.e2e.conftest import MeshProcess, free_port, mesh_env
+from tests.support.certs import make_certs
 from tests.support.databases import clone_database, drop_database
 
 pytestmark = pytest.mark.e2e
@@ -20,14 +25,33 @@ Event = dict[str, Any]
 SLOW = " ".join(f"t{i}" for i in range(120))
 
 
+@contextlib.asynccontextmanager
+async def started(pg_template: str, **extra: str) -> AsyncIterator[MeshProcess]:
+    dsn = await clone_database(pg_template)
+    running = MeshProcess(mesh_env(dsn, MULTI_AGENT_MODE="false", HITL_TIMEOUT="600", **extra))
+    await running.start()
+    try:
+        yield running
+    finally:
+        await running.stop()
+        await drop_database(pg_template, dsn)
+
+
 @pytest.fixture(scope="module")
 async def mesh(pg_template: str) -> AsyncIterator[MeshProcess]:
-    dsn = await clone_database(pg_template)
-    running = MeshProcess(mesh_env(dsn, MULTI_AGENT_MODE="false", HITL_TIMEOUT="600"))
-    await running.start()
-    yield running
-    await running.stop()
-    await drop_database(pg_template, dsn)
+    async with started(pg_template) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+async def mtls_mesh(
+    pg_template: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[MeshProcess]:
+    """The same mesh with mutual TLS on every gRPC link (GRPC_TLS_* in every process)."""
+    certs = make_certs(tmp_path_factory.mktemp("certs"))
+    tls = {"GRPC_TLS_CERT": certs.cert, "GRPC_TLS_KEY": certs.key, "GRPC_TLS_CA": certs.ca}
+    async with started(pg_template, **{name: str(path) for name, path in tls.items()}) as running:
+        yield running
 
 
 async def script(mesh: MeshProcess, *scenarios: dict[str, Any]) -> None:
@@ -223,10 +247,19 @@ async def test_a_whole_mesh_restart_keeps_history_and_pending_work(mesh: MeshPro
         client.assert_exactly_once()
 
 
-async def test_a_second_replica_takes_over_when_the_owner_is_killed(mesh: MeshProcess) -> None:
+@pytest.fixture(params=["mesh", "mtls_mesh"], ids=["plaintext", "mtls"])
+def either_mesh(request: pytest.FixtureRequest) -> MeshProcess:
+    mesh: MeshProcess = request.getfixturevalue(request.param)
+    return mesh
+
+
+async def test_a_second_replica_takes_over_when_the_owner_is_killed(
+    either_mesh: MeshProcess,
+) -> None:
     from clients.python import MeshClient
     from codelab.v1 import common_pb2 as pb
 
+    mesh = either_mesh
     await healthy(mesh)
     address = f"127.0.0.1:{free_port()}"
     env = {**mesh.env, "ORCHESTRATOR_ADDR": address, "METRICS_PORT_OFFSET": "0"}
@@ -239,7 +272,12 @@ async def test_a_second_replica_takes_over_when_the_owner_is_killed(mesh: MeshPr
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
     )
-    survivor = MeshClient(internal_api_key=mesh.env["INTERNAL_API_KEY"], orchestrator_addr=address)
+    # The replica's own settings: with GRPC_TLS_* the survivor speaks mutual TLS like it.
+    survivor = MeshClient(
+        internal_api_key=mesh.env["INTERNAL_API_KEY"],
+        orchestrator_addr=address,
+        tls=MeshTls.from_settings(Settings.from_env(env)),
+    )
     try:
         async with asyncio.timeout(60):
             while True:

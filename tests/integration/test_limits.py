@@ -1,11 +1,13 @@
 """Per-key limits and per-turn budgets: each trips with its code and retry_after, over
-WebSocket, SSE and REST; counters live in Postgres, so two replicas share them."""
+WebSocket, SSE and REST; counters live in Postgres, so two replicas share them (over
+plaintext and over mutual TLS)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -19,6 +21,7 @@ from services.common.channels import error_code, error_details
 from services.common.db import create_pool
 from services.common.limit_settings import LimitSettings, Price
 from services.orchestrator import server as orchestrator
+from tests.support.certs import mesh_tls
 from tests.support.databases import add_template
 from tests.support.ide import ide, of
 from tests.support.mesh import INTERNAL_KEY, Mesh, running_mesh, wait_serving
@@ -35,8 +38,16 @@ def limits(request: pytest.FixtureRequest) -> LimitSettings:
 
 
 @pytest.fixture
-async def mesh(database_url: str, limits: LimitSettings) -> AsyncIterator[Mesh]:
-    async with running_mesh(database_url, multi_agent_mode=False, limits=limits) as running:
+def tls(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
+    """Plaintext unless a test asks for ``"mtls"``."""
+    return mesh_tls(tmp_path / "certs") if getattr(request, "param", "") == "mtls" else {}
+
+
+@pytest.fixture
+async def mesh(
+    database_url: str, limits: LimitSettings, tls: dict[str, Any]
+) -> AsyncIterator[Mesh]:
+    async with running_mesh(database_url, multi_agent_mode=False, limits=limits, **tls) as running:
         yield running
 
 
@@ -174,6 +185,7 @@ def submit(sid: str) -> runtime_pb2.SubmitRequest:
 
 
 @pytest.mark.parametrize("limits", [{"messages_per_minute": 2, "sessions_open": 2}], indirect=True)
+@pytest.mark.parametrize("tls", ["plaintext", "mtls"], indirect=True)
 async def test_two_replicas_share_the_counters(mesh: Mesh, database_url: str) -> None:
     pool = await create_pool(database_url)
     replica, port = await orchestrator.build(mesh.settings, pool, "127.0.0.1:0")

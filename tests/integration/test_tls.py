@@ -1,5 +1,6 @@
-"""TLS between the services (mutual with GRPC_TLS_CA) and on the gateway, with
-certificates made in the test; the plaintext health-only port for kubelet probes."""
+"""TLS between the services (mutual with GRPC_TLS_CA, one way without) and on the gateway,
+with certificates made in the test; the plaintext health-only port for kubelet probes.
+(tests/e2e/test_one_way_tls.py runs a whole mesh over one-way TLS.)"""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from codelab.v1 import hitl_pb2, hitl_pb2_grpc
 from services.common import healthcheck
+from services.common.channels import internal_channel
 from services.common.db import Pool
+from services.common.tls import MeshTls
 from services.hitl import server as hitl
 from tests.support.certs import CertFiles, make_certs
 from tests.support.mesh import INTERNAL_KEY, Mesh, base_settings, running_mesh
@@ -144,3 +147,29 @@ async def test_the_health_port_is_plaintext_and_serves_health_alone(
         await server.stop(0)
     assert not await healthcheck.serving(f"127.0.0.1:{health_port}")
     assert healthcheck.main([]) == 2
+
+
+async def test_one_way_tls_checks_the_server_against_the_default_roots(
+    pool: Pool, certs: CertFiles
+) -> None:
+    """Without GRPC_TLS_CA a client trusts gRPC's default roots (grpcio's public CAs here:
+    this process sets no GRPC_DEFAULT_SSL_ROOTS_FILE_PATH), so a private CA's server is
+    refused; a client that trusts the CA is served without showing a certificate."""
+    settings = base_settings(
+        "http://127.0.0.1:9/v1", grpc_tls_cert=certs.cert, grpc_tls_key=certs.key
+    )
+    server, port = await hitl.build(settings, pool, "127.0.0.1:0")
+    await server.start()
+    try:
+        tls = MeshTls.from_settings(settings)
+        assert tls is not None and not tls.mutual
+        channel = internal_channel(f"127.0.0.1:{port}", INTERNAL_KEY, tls)  # as a peer would
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await check(channel)
+        await channel.close()
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+        trusting_ca = grpc.ssl_channel_credentials(root_certificates=certs.ca.read_bytes())
+        async with grpc.aio.secure_channel(f"127.0.0.1:{port}", trusting_ca) as trusted:
+            assert await check(trusted) == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        await server.stop(0)

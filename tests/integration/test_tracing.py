@@ -1,6 +1,6 @@
 """Traces of real turns, read from the SDK's in-memory exporter: one trace per turn, from
-the gateway through the orchestrator to llmproxy and hitl, with the model calls, tool
-calls and approvals as spans, and no span per token."""
+the gateway through the orchestrator to llmproxy, hitl and toolsearch, with the model
+calls, tool calls and approvals as spans, and no span per token."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from services.common import tracing
 from tests.support.ide import ide, of
 from tests.support.mesh import Mesh, running_mesh
+from tests.support.templates import update_template
 
 
 @pytest.fixture
@@ -120,6 +121,29 @@ async def test_a_turn_with_an_approval_is_one_trace_per_message(
         "turn tool_result",
     ]
     assert len({asked[0].context.trace_id, decided[0].context.trace_id}) == 2
+
+
+async def test_a_retrieval_turn_traces_its_tool_search(
+    mesh: Mesh, exporter: InMemorySpanExporter
+) -> None:
+    # Retrieval mode: toolsearch picks each model call's tools.
+    await update_template(mesh, "universal", tool_policy={"mode": "retrieval", "max_tools": 4})
+    mesh.scripted.enqueue({"text": "Nothing to read."})
+    async with ide(mesh, "traced-search") as client:
+        await client.say("read the file main.py")
+    spans = await settled(exporter, "turn user_message")
+    asked = trace_of(spans, "ide user_message")
+    search = [s for s in asked if s.name == "/codelab.v1.ToolSearch/SearchTools"]
+    calls = [s for s in search if s.kind.name == "CLIENT"]
+    served = [s for s in search if s.kind.name == "SERVER"]
+    assert calls and len(served) == len(calls)
+    turn = named(asked, "turn user_message")
+    # The orchestrator's call under the turn; toolsearch's span under that call, joined
+    # by the W3C context in the call's metadata.
+    assert all(parent_of(call, asked) is turn for call in calls)
+    assert {parent_of(s, asked).context.span_id for s in served} == {
+        c.context.span_id for c in calls
+    }
 
 
 async def test_an_sse_request_and_its_turn_share_a_trace(

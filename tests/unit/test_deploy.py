@@ -20,6 +20,7 @@ import pytest
 import yaml
 from compose_spec import PyCompose
 
+from bench.report import named_numbers, read_table
 from services.common.server import LIVENESS
 from services.common.settings import Settings
 
@@ -146,6 +147,53 @@ def test_every_variable_the_manifests_set_is_documented(base: list[Doc]) -> None
         for container in deployment["spec"]["template"]["spec"]["containers"]:
             names |= set(env_of(container))
     assert names <= documented, names - documented
+
+
+# --- resources against the bench --------------------------------------------------------
+
+SESSIONS_PER_POD = 1_000  # where the bench's turn latency starts to grow (docs/operations.md)
+BURST = 5  # the limit holds five pods' worth of sessions on one pod before an OOM kill
+
+
+def benched_memory() -> tuple[dict[str, float], dict[str, float]]:
+    """Per process, from bench/LATEST.md: MiB at rest (the highest the soak saw) and KiB per
+    live session (the highest of the concurrency rows)."""
+    at_rest: dict[str, float] = {}
+    per_session: dict[str, float] = {}
+    for figure in read_table((ROOT / "bench" / "LATEST.md").read_text()):
+        if figure.unit == "MiB" and figure.name.startswith("resident memory: "):
+            name = figure.name.removeprefix("resident memory: ")
+            at_rest[name] = max(named_numbers(figure.value).values())
+        elif figure.unit == "KiB/session":
+            for name, kib in named_numbers(figure.value).items():
+                per_session[name] = max(kib, per_session.get(name, 0.0))
+    return at_rest, per_session
+
+
+def mebibytes(quantity: str) -> float:
+    match = re.fullmatch(r"(\d+)(Ki|Mi|Gi)", quantity)
+    assert match is not None, f"{quantity}: write memory in Ki, Mi or Gi"
+    return int(match[1]) * {"Ki": 1 / 1024, "Mi": 1.0, "Gi": 1024.0}[match[2]]
+
+
+def test_memory_requests_hold_the_benched_sessions(base: list[Doc]) -> None:
+    at_rest, per_session = benched_memory()
+    deployments = of_kind(base, "Deployment")
+    assert set(deployments) <= set(at_rest) & set(per_session), "LATEST.md lacks a process"
+    for name, deployment in deployments.items():
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        resources = container["resources"]
+        sessions = SESSIONS_PER_POD * per_session[name] / 1024
+        needed = at_rest[name] + sessions
+        assert mebibytes(resources["requests"]["memory"]) >= needed, (name, f"{needed:.0f} MiB")
+        burst = at_rest[name] + BURST * sessions
+        assert mebibytes(resources["limits"]["memory"]) >= burst, (name, f"{burst:.0f} MiB")
+
+
+def test_memory_quantities_are_read_in_mebibytes() -> None:
+    assert mebibytes("320Mi") == 320 and mebibytes("1Gi") == 1024 and mebibytes("512Ki") == 0.5
+    with pytest.raises(AssertionError, match="Ki, Mi or Gi"):
+        mebibytes("300M")
 
 
 # --- compose ----------------------------------------------------------------------------
