@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
+import urllib.parse
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -34,6 +36,8 @@ T = TypeVar("T")
 Attributes = Mapping[str, str | int | float | bool]
 
 _state: dict[str, TracerProvider | None] = {"provider": None}
+# Query parameter names that carry a credential (the WebSocket's deprecated `?token=`).
+_SECRET_PARAM = re.compile(r"token|key|secret|passw|auth|signature|credential", re.IGNORECASE)
 _NOOP = trace.NoOpTracer()
 
 
@@ -95,15 +99,42 @@ def client_interceptors() -> list[Any]:
     return list(aio_client_interceptors(tracer_provider=_state["provider"], filter_=quiet))  # type: ignore[no-untyped-call]
 
 
+def secret_query_values(query: str) -> list[str]:
+    """Every spelling (raw, %-decoded, +-decoded) of the values of key-bearing query
+    parameters (``token``, ``api_key``, ``secret``...), longest first."""
+    found: set[str] = set()
+    for pair in query.split("&"):
+        name, _, raw = pair.partition("=")
+        if raw and _SECRET_PARAM.search(urllib.parse.unquote_plus(name)):
+            found |= {raw, urllib.parse.unquote(raw), urllib.parse.unquote_plus(raw)}
+    return sorted(found - {""}, key=lambda value: (-len(value), value))
+
+
+def _redact_request(span: Span, scope: Mapping[str, Any]) -> None:
+    """Server request hook: the instrumentation records the full URL (``http.url``,
+    ``url.query``), so a deprecated ``?token=`` would be exported in clear. Every attribute
+    holding a key-bearing parameter's value gets ``REDACTED`` in its place."""
+    raw = scope.get("query_string") or b""
+    secrets = secret_query_values(raw.decode("latin-1") if isinstance(raw, bytes) else str(raw))
+    attributes: Mapping[str, Any] = getattr(span, "attributes", None) or {}
+    for name, value in list(attributes.items()) if secrets else ():
+        if isinstance(value, str) and any(secret in value for secret in secrets):
+            for secret in secrets:
+                value = value.replace(secret, "REDACTED")
+            span.set_attribute(name, value)
+
+
 def instrument_app(app: Any) -> None:
     """The ASGI instrumentation on the gateway: one span per request or WebSocket
-    connection, none per frame sent or received (a token is a frame)."""
+    connection, none per frame sent or received (a token is a frame); keys in the query
+    string are redacted from the span."""
     if not enabled():
         return
     from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
     FastAPIInstrumentor.instrument_app(
         app,
+        server_request_hook=_redact_request,
         tracer_provider=_state["provider"],
         excluded_urls="/health,/metrics",
         exclude_spans=["send", "receive"],

@@ -15,12 +15,15 @@ from services.hitl.command_options import (
     Invocation,
     Lang,
     Rule,
+    given,
     long_flags,
     operands,
     option_value,
+    option_values,
     scan_lang,
     short_flags,
 )
+from services.hitl.command_readers import MODULE_RULES
 from services.hitl.command_scan import substitution_ids
 
 __all__ = [
@@ -152,6 +155,9 @@ def _interpreter(ctx: Context, inv: Invocation, depth: int) -> None:
         inline_code(ctx, inv.key, scan.code, inv.display)
     elif scan.module[:1] == ("pip",):
         _package(ctx, Invocation("pip", scan.module[1:], inv.display), depth)
+    elif scan.module and scan.module[0] in MODULE_RULES:  # python -m pytest --basetemp x
+        module = Invocation(scan.module[0], scan.module[1:], inv.display)
+        MODULE_RULES[scan.module[0]](ctx, module, depth)
     elif scan.script is not None and (payload := ctx.payload(scan.script)):
         ctx.flag("dangerous", f"{payload} executed by an interpreter: {inv.display}")
     if inv.key in _PACKAGE_SUBCOMMANDS:  # bun is both a runtime and a package manager
@@ -178,9 +184,22 @@ def _deno(ctx: Context, inv: Invocation, depth: int) -> None:
         inline_code(ctx, "deno", " ".join(inv.args[1:]), inv.display)
 
 
+_AWK_ARG_OPTS = frozenset({"-F", "-v", "-f", "-i", "-l", "-E", "--file", "--include", "--load"})
+# system(), `cmd | getline`, `print | "cmd"` or `print | cmd_var`, `|&` co-processes
+# (a `|` elsewhere is a regex alternation: `/error|warn/`).
+_AWK_RUNS = re.compile(r"\bsystem\s*\(|\|\s*getline|\|&|\bprintf?\b[^;}]*(?<!\|)\|(?!\|)")
+
+
 def _awk(ctx: Context, inv: Invocation, depth: int) -> None:
-    program = " ".join(operands(inv.args, frozenset({"-F", "-v", "-f"}))[:1])
-    if re.search(r"\bsystem\s*\(|\|\s*getline|\|\s*\"", program):
+    program = " ".join(operands(inv.args, _AWK_ARG_OPTS)[:1])
+    includes = option_values(inv.args, frozenset({"-i", "--include"}))
+    if any(name.removesuffix(".awk") == "inplace" for name in includes):
+        ctx.flag("risky", f"in-place file edit (awk -i inplace): {inv.display}")
+    elif includes or given(inv.args, frozenset({"-f", "--file", "-E", "--exec"})):
+        ctx.flag("risky", f"awk program from a file (unread): {inv.display}")
+    if given(inv.args, frozenset({"-l", "--load"})):
+        ctx.flag("risky", f"awk loads a native extension: {inv.display}")
+    if _AWK_RUNS.search(program):
         ctx.flag("dangerous", f"awk program runs shell commands: {inv.display}")
     elif re.search(r"\bprintf?\b[^;}]*>", program):
         ctx.flag("risky", f"awk program writes a file: {inv.display}")

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 import re
 
-from services.hitl.command_options import Context, Invocation, Rule, operands, option_value
+from services.hitl.command_options import (
+    Context,
+    Invocation,
+    Rule,
+    given,
+    operands,
+    option_values,
+)
 
 __all__ = ["DATA_RULES"]
 
@@ -25,6 +32,11 @@ _SQL_READ = frozenset({"select", "show", "explain", "describe", "desc", "with", 
 _SQL_READ |= {"use"}
 _PSQL_QUERY = frozenset({"-c", "--command"})
 _MYSQL_QUERY = frozenset({"-e", "--execute", "-q", "--query"})  # mysql, clickhouse-client
+# A pager or shell the client runs; files it writes (psql -o out.txt, mysql --tee=log).
+_CLIENT_PROGRAMS = frozenset({"--pager"})
+_PSQL_OUTPUT = frozenset({"-o", "--output", "-L", "--log-file"})
+_MYSQL_OUTPUT = frozenset({"--tee"})
+_MYSQL_QUERY |= {"--init-command"}  # runs on connect, before the query
 _PSQL_META_READ = re.compile(r"^\\(d[a-zA-Z+]*|l\+?|dn|dt|du|conninfo|x|timing)(\s|$)")
 _SQLITE_DOT_READ = re.compile(r"^\.(tables|schema|indexes|indices|headers|mode|databases)\b")
 _MONGO_WRITE = re.compile(
@@ -61,22 +73,44 @@ def _sql_verdict(ctx: Context, inv: Invocation, query: str | None) -> None:
             return
 
 
+def _queries(args: tuple[str, ...], names: frozenset[str]) -> str | None:
+    """Every query given with ``names`` (``psql -c a -c b``) as one script, or None."""
+    found = option_values(args, names)
+    return ";".join(found) if found else None
+
+
+def _client_options(ctx: Context, inv: Invocation) -> None:
+    """Options that make a client run a program or write a file besides its queries."""
+    if given(inv.args, _CLIENT_PROGRAMS):
+        ctx.flag("dangerous", f"runs a program given in an option ({inv.key}): {inv.display}")
+    outputs = _PSQL_OUTPUT if inv.key == "psql" else _MYSQL_OUTPUT
+    if given(inv.args, outputs):
+        ctx.flag("risky", f"writes a file ({inv.key} output option): {inv.display}")
+
+
 def _sql_client(ctx: Context, inv: Invocation, depth: int) -> None:
+    _client_options(ctx, inv)
     names = _PSQL_QUERY if inv.key == "psql" else _MYSQL_QUERY
     if {"-f", "--file"} & {a.split("=", 1)[0] for a in inv.args}:
         _sql_verdict(ctx, inv, None)
         return
-    _sql_verdict(ctx, inv, option_value(inv.args, names))
+    _sql_verdict(ctx, inv, _queries(inv.args, names))
 
 
 def _sqlite(ctx: Context, inv: Invocation, depth: int) -> None:
+    if given(inv.args, frozenset({"-init"})):  # commands read from a file nobody saw
+        _sql_verdict(ctx, inv, None)
+        return
     ops = operands(inv.args, frozenset({"-cmd", "-separator", "-newline", "-nullvalue"}))
-    _sql_verdict(ctx, inv, " ".join(ops[1:]) if len(ops) > 1 else None)
+    # `-cmd` runs before the query: `.shell`, `.output` or a write there counts the same.
+    script = [*option_values(inv.args, frozenset({"-cmd"})), *ops[1:]]
+    _sql_verdict(ctx, inv, ";".join(script) if len(ops) > 1 else None)
 
 
 def _mongo(ctx: Context, inv: Invocation, depth: int) -> None:
-    code = option_value(inv.args, frozenset({"--eval"}))
-    if code is None or any(a.endswith(".js") for a in operands(inv.args)):
+    code = _queries(inv.args, frozenset({"--eval"}))
+    scripts = given(inv.args, frozenset({"-f", "--file"}))
+    if code is None or scripts or any(a.endswith(".js") for a in operands(inv.args)):
         ctx.flag("risky", f"database client without a read-only query ({inv.key}): {inv.display}")
     elif _MONGO_WRITE.search(code):
         ctx.flag("dangerous", f"database write ({inv.key}): {inv.display}")

@@ -1,8 +1,11 @@
-"""Git rules of the HITL command analyser: history rewrites and discarded work.
+"""Git rules of the HITL command analyser: history rewrites, discarded work, run commands.
 
 Everyday git (status, diff, log, commit, fetch) passes the read-only allow-list; anything
 that can lose commits or uncommitted work, rewrite history (rebase, amend, reset to another
-commit), change configuration or remotes, or rewrite a shared remote, needs a human.
+commit), change configuration (``git config``, ``git -c``) or remotes, fetch from a
+repository that is not a configured remote, or rewrite a shared remote, needs a human.
+Configuration that names a program (``core.pager``, ``alias.x=!cmd``, ``--upload-pack``)
+runs it: dangerous.
 """
 
 from __future__ import annotations
@@ -10,7 +13,15 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from services.hitl.command_options import Context, Invocation, long_flags, operands, short_flags
+from services.hitl.command_options import (
+    HARMLESS_PROGRAMS,
+    Context,
+    Invocation,
+    given,
+    long_flags,
+    operands,
+    short_flags,
+)
 
 # Global options placed before the subcommand that consume the following word.
 _GLOBAL_ARG_OPTS = frozenset(
@@ -20,6 +31,49 @@ _GLOBAL_ARG_OPTS = frozenset(
 
 # HEAD~2, main^, a commit id, a remote-tracking branch: reset moves the branch there.
 _COMMITISH = re.compile(r"[~^]\d*$|^[0-9a-f]{7,40}$|^(origin|upstream)/")
+# An operand that names files rather than a branch: an extension, a glob, `./x`, `dir/`,
+# pathspec magic (`:/`, `:(glob)`). Branches rarely look like this; when one does, asking
+# is the cheap mistake.
+_PATHLIKE = re.compile(r"\.[A-Za-z][\w-]*$|[*?\[]|^\.{1,2}(/|$)|/$|^:")
+# Configuration keys whose value is a program git runs (or a file that may set one).
+_COMMAND_KEY = re.compile(
+    r"^(core\.(pager|editor|sshcommand|fsmonitor|hookspath|askpass|gitproxy|"
+    r"alternaterefscommand)|sequence\.editor|diff\.external|pager\..+|credential\.(.+\.)?helper"
+    r"|gpg\.(.+\.)?program|(diff|merge|filter)\..+\.(command|textconv|driver|clean|smudge|"
+    r"process)|(difftool|mergetool|browser|man|guitool)\..+\.(cmd|path)|web\.browser"
+    r"|uploadpack\.packobjectshook|remote\..+\.(uploadpack|receivepack)|protocol\.(.+\.)?allow"
+    r"|include\.path|includeif\..+\.path|init\.templatedir|interactive\.difffilter"
+    r"|sendemail\.(.+\.)?smtpserver|submodule\..+\.update|instaweb\..+|core\.worktree)$",
+    re.IGNORECASE,
+)
+# Options of fetch, pull, clone and ls-remote naming the program run on the other side.
+_UPLOAD_PACK = frozenset({"--upload-pack", "-u", "--exec"})
+
+
+def config_verdict(key: str, value: str | None) -> str | None:
+    """``"dangerous"`` when setting ``key`` (to ``value``) makes git run a program."""
+    key = key.strip()
+    if key.lower().startswith("alias."):
+        return "dangerous" if value is None or value.lstrip().startswith("!") else None
+    if not _COMMAND_KEY.match(key):
+        return None
+    harmless = value is not None and value.strip().lower() in HARMLESS_PROGRAMS
+    pager = key.lower().startswith(("core.pager", "pager.", "core.editor", "sequence.editor"))
+    return None if harmless and pager else "dangerous"
+
+
+def _config_change(ctx: Context, setting: str, display: str, *, from_env: bool) -> None:
+    """``git -c key=value`` / ``--config-env=key=VAR``: a one-off configuration change."""
+    key, eq, value = setting.partition("=")
+    if config_verdict(key, None if from_env or not eq else value) is not None:
+        ctx.flag("dangerous", f"git configuration runs a program ({key.strip()}): {display}")
+    else:
+        ctx.flag("risky", f"changes git configuration (-c {key.strip()}): {display}")
+
+
+def looks_like_path(word: str) -> bool:
+    """Whether a git operand names files rather than a branch or a commit."""
+    return bool(_PATHLIKE.search(word))
 
 
 def _push(ctx: Context, args: tuple[str, ...], display: str) -> None:
@@ -47,20 +101,29 @@ def _clean(ctx: Context, args: tuple[str, ...], display: str) -> None:
 
 
 def _reset(ctx: Context, args: tuple[str, ...], display: str) -> None:
+    # `git reset HEAD x.py` / `git reset x.py` unstage; `git reset main` moves the branch.
+    first = operands(args[: args.index("--")] if "--" in args else args)[:1]
+    moves = bool(first) and first[0] not in ("HEAD", "@") and not looks_like_path(first[0])
     if "--hard" in args:
         ctx.flag("dangerous", f"git reset --hard discards uncommitted changes: {display}")
     elif {"--merge", "--keep"} & set(args):
         ctx.flag("risky", f"git reset may drop changes: {display}")
-    elif {"--soft", "--mixed"} & set(args) or any(_COMMITISH.search(o) for o in operands(args)):
+    elif {"--soft", "--mixed"} & set(args) or moves or any(map(_COMMITISH.search, first)):
         ctx.flag("risky", f"rewrites repository history (reset to a commit): {display}")
 
 
 def _checkout(ctx: Context, args: tuple[str, ...], display: str) -> None:
-    ops = operands(args, frozenset({"-b", "-B", "--orphan"}))
-    paths = args[args.index("--") + 1 :] if "--" in args else ()
-    forced = "f" in short_flags(args) or "--force" in long_flags(args)
-    if forced or paths or "." in ops:
+    """`git checkout main` switches; `git checkout main app.py`, `git checkout app.py` and
+    `git checkout -- .` overwrite files with another version: their changes are lost."""
+    split = args.index("--") if "--" in args else len(args)
+    ops = operands(args[:split], frozenset({"-b", "-B", "--orphan", "--conflict"}))
+    paths = args[split + 1 :]
+    flags, longs = short_flags(args), long_flags(args)
+    forced = "f" in flags or "--force" in longs or "--pathspec-from-file" in longs
+    if forced or paths or len(ops) > 1 or any(map(looks_like_path, ops)):
         ctx.flag("dangerous", f"git checkout discards uncommitted changes: {display}")
+    elif "B" in flags:
+        ctx.flag("risky", f"resets a branch (checkout -B): {display}")
 
 
 def _restore(ctx: Context, args: tuple[str, ...], display: str) -> None:
@@ -74,6 +137,8 @@ def _restore(ctx: Context, args: tuple[str, ...], display: str) -> None:
 def _switch(ctx: Context, args: tuple[str, ...], display: str) -> None:
     if {"--discard-changes", "--force"} & long_flags(args) or "f" in short_flags(args):
         ctx.flag("dangerous", f"git switch discards uncommitted changes: {display}")
+    elif "C" in short_flags(args) or "--force-create" in long_flags(args):
+        ctx.flag("risky", f"resets a branch (switch -C): {display}")
 
 
 def _branch(ctx: Context, args: tuple[str, ...], display: str) -> None:
@@ -83,6 +148,8 @@ def _branch(ctx: Context, args: tuple[str, ...], display: str) -> None:
         ctx.flag("dangerous", f"force-deletes a branch: {display}")
     elif deleting:
         ctx.flag("risky", f"deletes a branch: {display}")
+    elif {"f", "M", "C"} & flags or "--force" in longs:
+        ctx.flag("risky", f"moves or overwrites a branch: {display}")
 
 
 def _stash(ctx: Context, args: tuple[str, ...], display: str) -> None:
@@ -105,9 +172,33 @@ def _commit(ctx: Context, args: tuple[str, ...], display: str) -> None:
         _local_rewrite(ctx, args, display)
 
 
+def _remote_program(ctx: Context, args: tuple[str, ...], display: str) -> None:
+    """fetch, pull, clone, ls-remote, archive: options naming a program git runs."""
+    if given(args, _UPLOAD_PACK):
+        ctx.flag("dangerous", f"git runs a program given in an option (upload-pack): {display}")
+    if given(args, frozenset({"-c", "--config", "--template"})):
+        ctx.flag("dangerous", f"git configuration runs a program (clone -c): {display}")
+
+
+def _fetch(ctx: Context, args: tuple[str, ...], display: str) -> None:
+    """A configured remote is as trusted as the checkout (changing one asks); a URL or a
+    path brings in commits from anywhere."""
+    _remote_program(ctx, args, display)
+    arg_opts = frozenset({"--depth", "-j", "--jobs", "--shallow-since", "--negotiation-tip"})
+    repository = operands(args, arg_opts)[:1]
+    if repository and re.search(r"[:/\\@]|^\.", repository[0]):
+        ctx.flag("risky", f"fetches from a repository that is not a configured remote: {display}")
+
+
 def _pull(ctx: Context, args: tuple[str, ...], display: str) -> None:
+    _fetch(ctx, args, display)
     if "--rebase" in args or "-r" in args or any(a.startswith("--rebase=") for a in args):
         _local_rewrite(ctx, args, display)
+
+
+def _grep(ctx: Context, args: tuple[str, ...], display: str) -> None:
+    if given(args, frozenset({"-O", "--open-files-in-pager"})):
+        ctx.flag("dangerous", f"git grep runs a pager on the files (-O): {display}")
 
 
 def _reflog(ctx: Context, args: tuple[str, ...], display: str) -> None:
@@ -141,6 +232,11 @@ def _config(ctx: Context, args: tuple[str, ...], display: str) -> None:
     lone_key = verb is None and len(ops) == 1  # `git config user.name` reads it
     reads = bool(_CONFIG_READS & set(args)) or verb in ("get", "list") or lone_key
     if not reads or _CONFIG_WRITES & set(args):
+        keys = ops[1:] if verb == "set" else ops
+        value = keys[1] if len(keys) > 1 else None
+        unsets = verb == "unset" or bool({"--unset", "--unset-all"} & set(args))
+        if keys and not unsets and config_verdict(keys[0], value) is not None:
+            ctx.flag("dangerous", f"git configuration runs a program ({keys[0]}): {display}")
         scope = "global " if {"--global", "--system"} & set(args) else ""
         ctx.flag("risky", f"changes {scope}git configuration: {display}")
 
@@ -162,6 +258,11 @@ _SUBCOMMANDS: dict[str, Callable[[Context, tuple[str, ...], str], None]] = {
     "rebase": _local_rewrite,
     "commit": _commit,
     "pull": _pull,
+    "fetch": _fetch,
+    "clone": _remote_program,
+    "ls-remote": _remote_program,
+    "archive": _remote_program,
+    "grep": _grep,
     "remote": _remote,
     "tag": _tag,
     "rm": _rm,
@@ -170,10 +271,18 @@ _SUBCOMMANDS: dict[str, Callable[[Context, tuple[str, ...], str], None]] = {
 
 
 def git_rule(ctx: Context, inv: Invocation, depth: int) -> None:
-    """Dispatch ``git [global options] <subcommand> ...`` to the subcommand's rule."""
+    """Judge ``git [global options] <subcommand> ...``: the one-off configuration
+    (``-c``, ``--config-env``, ``--exec-path``), then the subcommand's rule."""
     args, i = inv.args, 0
     while i < len(args) and args[i].startswith("-"):
-        i += 2 if args[i] in _GLOBAL_ARG_OPTS else 1
+        arg, value = args[i], args[i + 1] if i + 1 < len(args) else ""
+        if arg in ("-c", "--config-env"):
+            _config_change(ctx, value, inv.display, from_env=arg != "-c")
+        elif arg.startswith("--config-env="):
+            _config_change(ctx, arg.split("=", 1)[1], inv.display, from_env=True)
+        elif arg.startswith("--exec-path="):
+            ctx.flag("dangerous", f"git runs helper programs from another directory: {inv.display}")
+        i += 2 if arg in _GLOBAL_ARG_OPTS else 1
     if any(a == "--output" or a.startswith("--output=") for a in args):
         ctx.flag("risky", f"writes a file (--output): {inv.display}")
     if i < len(args) and args[i] in _SUBCOMMANDS:

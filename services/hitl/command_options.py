@@ -33,6 +33,9 @@ DEFAULT_SYSTEM_DIRS: tuple[str, ...] = (
     "C:\\Program Files",
 )
 
+# Pagers and editors that start nothing new (`git -c core.pager=cat`, `GIT_PAGER=cat`).
+HARMLESS_PROGRAMS = frozenset({"", "cat", "less", "more", "true", "less -r", "less -frx"})
+
 # Targets whose deletion/move wipes far more than the workspace file the user meant.
 _CRITICAL = frozenset(
     {"/", "/*", "~", "~/*", "*", ".", "./*", "..", "../*", ".*", "$HOME", "${HOME}", "$HOME/*"}
@@ -127,13 +130,32 @@ def operands(args: Sequence[str], arg_opts: frozenset[str] = frozenset()) -> lis
     return out
 
 
-def option_value(args: Sequence[str], names: frozenset[str]) -> str | None:
-    """Value of the first ``-o VALUE``/``--opt=VALUE`` among ``names``."""
+def option_values(args: Sequence[str], names: frozenset[str]) -> list[str]:
+    """Values of every ``-o VALUE``/``--opt=VALUE`` among ``names`` (``psql -c a -c b``)."""
+    values: list[str] = []
     for i, arg in enumerate(args):
         key, eq, value = arg.partition("=")
         if key in names:
-            return value if eq else (args[i + 1] if i + 1 < len(args) else "")
-    return None
+            values.append(value if eq else (args[i + 1] if i + 1 < len(args) else ""))
+    return values
+
+
+def option_value(args: Sequence[str], names: frozenset[str]) -> str | None:
+    """Value of the first ``-o VALUE``/``--opt=VALUE`` among ``names``."""
+    values = option_values(args, names)
+    return values[0] if values else None
+
+
+def given(args: Sequence[str], names: frozenset[str]) -> bool:
+    """Whether any option in ``names`` is present before ``--``, in any spelling:
+    ``--opt``, ``--opt=x``, ``-o``, ``-ox`` (value attached) or ``-ao`` (end of a cluster)."""
+    for arg in _before_dashdash(args):
+        if arg.split("=", 1)[0] in names:  # --opt, --opt=x, -exec (go's long options)
+            return True
+        short = arg.startswith("-") and not arg.startswith("--") and len(arg) > 1
+        if short and (f"-{arg[1]}" in names or f"-{arg[-1]}" in names):
+            return True
+    return False
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 The line is parsed like a shell would (``command_parse``), wrappers such as ``sudo`` or
 ``xargs`` are peeled off, and every simple command is checked against a table of
 per-executable rules (``command_rules``, ``command_code``, ``command_git``,
-``command_infra``, ``command_data``, ``command_shell``, ``command_writes``). Unknown means
+``command_infra``, ``command_data``, ``command_shell``, ``command_writes``,
+``command_readers``). Unknown means
 ask: a simple command no rule objected to is safe only when the read-only allow-list
 (``allow_list``) has an entry for it. Nested code
 (``$(...)``, ``sh -c``, ``eval``, ``find -exec``, here-docs fed to a shell) is analysed
@@ -187,7 +188,9 @@ class _Analysis:
         self.commands.append(" ".join(words))
 
     def _unwrap(self, words: list[str], depth: int) -> Invocation | None:
-        """Peel env assignments and wrapper commands off until the real executable."""
+        """Peel env assignments and wrapper commands off until the real executable; a
+        wrapper with nothing to wrap (`env`, `nohup`) is the executable itself."""
+        wrapper: Invocation | None = None
         while True:
             assignments = 0
             while assignments < len(words) and _ASSIGNMENT.match(words[assignments]):
@@ -197,7 +200,7 @@ class _Analysis:
                 check_assignment(self, word, shown, persistent=assignments == len(words))
             words = words[assignments:]
             if not words:
-                return None
+                return wrapper
             name = basename(words[0])
             key = rule_key(name)
             if key in rules.PRIVILEGED:
@@ -214,9 +217,11 @@ class _Analysis:
             if key == "command" and set(words[1:2]) & {"-v", "-V"}:
                 return None  # `command -v x` only looks x up
             spec = rules.PRIVILEGED.get(key) or rules.WRAPPERS.get(key)
+            display = _shorten(" ".join(_quote(render(w, self.subs)) for w in words))
+            invocation = Invocation(name, tuple(words[1:]), display, words[0])
             if spec is None:
-                display = _shorten(" ".join(_quote(render(w, self.subs)) for w in words))
-                return Invocation(name, tuple(words[1:]), display, words[0])
+                return invocation
+            wrapper = invocation if key in rules.WRAPPERS else None
             words = rules.skip_wrapper(words[1:], spec)
 
     def _invoke(self, inv: Invocation, depth: int) -> None:

@@ -3,7 +3,9 @@
 Each rule receives the unwrapped ``Invocation`` and reports findings through the
 ``Context``; rules that run nested code (``find -exec``) recurse through it. This module
 holds the filesystem, process and system rules, the wrapper tables and the combined
-``RULES`` table; code-execution rules live in ``command_code``, git in ``command_git``.
+``RULES`` table; code-execution rules live in ``command_code``, git in ``command_git``,
+readers whose options run programs in ``command_readers``. A program several tables know
+(``sort``: ``-o`` writes, ``--compress-program`` runs) is judged by all of them.
 """
 
 from __future__ import annotations
@@ -19,14 +21,17 @@ from services.hitl.command_options import (
     Context,
     Invocation,
     Rule,
+    given,
     is_critical,
     is_system_path,
     long_flags,
     norm_path,
     operands,
     option_value,
+    option_values,
     short_flags,
 )
+from services.hitl.command_readers import READER_RULES
 from services.hitl.command_shell import SHELL_RULES
 from services.hitl.command_writes import WRITE_RULES
 
@@ -57,6 +62,8 @@ _SYSTEM_CHANGES = frozenset(
 )
 
 
+# Where git finds hooks and configuration: a file placed there runs on the next commit.
+_GIT_METADATA = re.compile(r"(^|/)(\.git|\.husky|\.githooks)(/|$)")
 # sed's `w file` / `s///w file` write files and `e` / `s///e` run commands.
 _SED_WRITE = re.compile(r"(^|[;{}\n])\s*[0-9,$/]*[wWe](\s|$)|/[gpiImM0-9]*[we](\s|;|$)")
 
@@ -142,6 +149,13 @@ def _copy_move(ctx: Context, inv: Invocation, depth: int) -> None:
         ctx.flag("dangerous", f"copies /dev/null over a file (empties it): {inv.display}")
     elif dest is not None and _may_overwrite(inv):
         ctx.flag("risky", f"may overwrite an existing file ({inv.key}): {inv.display}")
+    if dest is not None and _GIT_METADATA.search(norm_path(dest)):
+        ctx.flag("risky", f"writes git hooks or metadata (.git): {inv.display}")
+    links = {"s", "l"} & set(short_flags(inv.args)) or {"--link", "--symbolic-link"} & long_flags(
+        inv.args
+    )
+    if inv.key == "ln" or (inv.key == "cp" and links):
+        ctx.flag("risky", f"creates a link (writes through it land on its target): {inv.display}")
 
 
 def _may_overwrite(inv: Invocation) -> bool:
@@ -196,10 +210,12 @@ def _systemctl(ctx: Context, inv: Invocation, depth: int) -> None:
 def _sed(ctx: Context, inv: Invocation, depth: int) -> None:
     if "--in-place" in long_flags(inv.args) or any(re.match(r"-[^-]*i", a) for a in inv.args):
         ctx.flag("risky", f"in-place file edit: {inv.display}")
-    scripts = [option_value(inv.args, frozenset({"-e", "--expression"})) or ""]
+    scripts = option_values(inv.args, frozenset({"-e", "--expression"}))
     scripts += operands(inv.args, frozenset({"-e", "--expression", "-f", "--file"}))[:1]
     if any(_SED_WRITE.search(script) for script in scripts):
         ctx.flag("risky", f"sed script writes a file or runs a command: {inv.display}")
+    if given(inv.args, frozenset({"-f", "--file"})):
+        ctx.flag("risky", f"sed script from a file (unread): {inv.display}")
 
 
 def _find(ctx: Context, inv: Invocation, depth: int) -> None:
@@ -227,13 +243,26 @@ def _system_change(ctx: Context, inv: Invocation, depth: int) -> None:
     ctx.flag("risky", f"system configuration change: {inv.display}")
 
 
+def _chain(first: Rule, second: Rule) -> Rule:
+    def both(ctx: Context, inv: Invocation, depth: int) -> None:
+        first(ctx, inv, depth)
+        second(ctx, inv, depth)
+
+    return both
+
+
+def _combine(*tables: dict[str, Rule]) -> dict[str, Rule]:
+    """One rule per program; a program several tables know (``sort``: writes and runs a
+    compressor) gets all of them, in order."""
+    combined: dict[str, Rule] = {}
+    for table in tables:
+        for key, rule in table.items():
+            combined[key] = _chain(combined[key], rule) if key in combined else rule
+    return combined
+
+
 def _build_rules() -> dict[str, Rule]:
     rules: dict[str, Rule] = {
-        **CODE_RULES,
-        **INFRA_RULES,
-        **DATA_RULES,
-        **SHELL_RULES,
-        **WRITE_RULES,
         "rm": _rm,
         "rmdir": _rmdir,
         "rd": _rmdir,
@@ -260,7 +289,8 @@ def _build_rules() -> dict[str, Rule]:
     ]
     for rule, names in groups:
         rules.update(dict.fromkeys(names, rule))
-    return rules
+    tables = (CODE_RULES, INFRA_RULES, DATA_RULES, SHELL_RULES, WRITE_RULES, READER_RULES)
+    return _combine(*tables, rules)
 
 
 RULES: dict[str, Rule] = _build_rules()

@@ -10,7 +10,15 @@ from __future__ import annotations
 
 import re
 
-from services.hitl.command_options import Context, Invocation, Rule, operands
+from services.hitl.command_options import (
+    HARMLESS_PROGRAMS,
+    Context,
+    Invocation,
+    Rule,
+    given,
+    operands,
+    option_values,
+)
 
 __all__ = ["HIJACK_VARS", "LOADER_VARS", "SHELL_RULES", "check_assignment"]
 
@@ -20,7 +28,15 @@ LOADER_VARS = frozenset(
     | {"DYLD_LIBRARY_PATH", "BASH_ENV", "ENV", "PROMPT_COMMAND", "GIT_SSH", "GIT_SSH_COMMAND"}
     | {"GIT_EXEC_PATH", "NODE_OPTIONS", "PERL5OPT", "RUBYOPT", "PYTHONSTARTUP", "PYTHONHOME"}
     | {"IFS", "HISTFILE", "HISTSIZE", "HISTFILESIZE", "HISTCONTROL", "HISTIGNORE"}
+    # git's `-c` in the environment, and the programs git, man and less start
+    | {"GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM"}
+    | {"GIT_DIR", "GIT_TEMPLATE_DIR", "GIT_EXTERNAL_DIFF", "GIT_ASKPASS", "SSH_ASKPASS"}
+    | {"GIT_PROXY_COMMAND", "LESSOPEN", "LESSCLOSE", "LESSKEYIN", "RIPGREP_CONFIG_PATH"}
+    | {"PAGER", "GIT_PAGER", "MANPAGER", "EDITOR", "VISUAL", "GIT_EDITOR", "BROWSER"}
+    | {"GIT_SEQUENCE_EDITOR"}
 )
+# Pager and editor variables set to one of these start nothing new (`GIT_PAGER=cat git log`).
+_PROGRAM_VARS = frozenset({"PAGER", "GIT_PAGER", "MANPAGER", "EDITOR", "VISUAL", "GIT_EDITOR"})
 # Set for the whole session, these also redirect code, packages or TLS trust.
 HIJACK_VARS = LOADER_VARS | {
     "PYTHONPATH", "NODE_PATH", "PERL5LIB", "RUBYLIB", "HOME", "SHELL", "EDITOR", "VISUAL",
@@ -38,6 +54,9 @@ def check_assignment(ctx: Context, word: str, display: str, *, persistent: bool)
     if match is None:
         return
     name = match.group(1).upper()
+    value = word[match.end() :].strip("'\"").lower()
+    if name in _PROGRAM_VARS and value in HARMLESS_PROGRAMS:
+        return
     if name in (HIJACK_VARS if persistent else LOADER_VARS):
         if name in _HISTORY_VARS:
             ctx.flag("risky", f"shell history change ({name}): {display}")
@@ -72,7 +91,26 @@ def _history(ctx: Context, inv: Invocation, depth: int) -> None:
         ctx.flag("risky", f"shell history change (history): {inv.display}")
 
 
+def _sets_variable(ctx: Context, inv: Invocation, depth: int) -> None:
+    """``printf -v PATH x`` and ``read PATH <<< x`` assign like ``PATH=x`` does."""
+    if inv.key == "printf":
+        names = option_values(inv.args, frozenset({"-v"}))
+    else:
+        names = operands(inv.args, frozenset({"-a", "-d", "-i", "-n", "-N", "-p", "-t", "-u"}))
+        names += option_values(inv.args, frozenset({"-a"}))
+    for name in names:
+        check_assignment(ctx, f"{name}=", inv.display, persistent=True)
+
+
+def _hash(ctx: Context, inv: Invocation, depth: int) -> None:
+    if given(inv.args, frozenset({"-p"})):  # hash -p /tmp/evil ls: `ls` now runs /tmp/evil
+        ctx.flag("risky", f"environment hijack (hash -p): {inv.display}")
+
+
 SHELL_RULES: dict[str, Rule] = {
+    "printf": _sets_variable,
+    "read": _sets_variable,
+    "hash": _hash,
     **dict.fromkeys(("export", "declare", "typeset", "readonly", "local"), _export),
     "unset": _unset,
     "set": _set,

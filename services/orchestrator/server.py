@@ -86,7 +86,6 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         )
     }
     limits = UserLimits(pool, settings.limits)
-    metered = bool(settings.limits.tokens_per_day or settings.limits.cost_per_day)
     llm = LlmClient(
         cast(
             "llmproxy_pb2_grpc.LlmProxyAsyncStub",
@@ -94,7 +93,7 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         ),
         deadline=settings.llm_timeout * (settings.llm_max_retries + 1) + 30,
         turn_retries=settings.llm_turn_retries,
-        meter=limits if metered else None,
+        meter=limits,
     )
     hitl = HitlClient(cast("hitl_pb2_grpc.HitlAsyncStub", hitl_pb2_grpc.HitlStub(channels["hitl"])))
     toolsearch = cast(

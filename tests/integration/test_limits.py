@@ -4,6 +4,7 @@ plaintext and over mutual TLS)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from collections.abc import AsyncIterator
@@ -85,11 +86,22 @@ async def history(mesh: Mesh, sid: str) -> list[dict[str, Any]]:
     return list(body["messages"])
 
 
+async def answered(mesh: Mesh, sid: str) -> None:
+    """Until the session's turn (started over REST, answered in the background) sent done."""
+    query = "select exists (select 1 from orchestrator.events where session_id = $1 and type = $2)"
+    async with asyncio.timeout(20):
+        while True:
+            if await mesh.pool.fetchval(query, sid, "done"):
+                return
+            await asyncio.sleep(0.05)
+
+
 @pytest.mark.parametrize("limits", [{"messages_per_minute": 1}], indirect=True)
 async def test_messages_per_minute_over_rest_and_sse(mesh: Mesh) -> None:
     async with httpx.AsyncClient(base_url=mesh.gateway_url, timeout=20) as http:
         body = {"session_id": "rate-rest", "message": "hello"}
         assert (await http.post("/agent/message", json=body)).status_code == 202
+        await answered(mesh, "rate-rest")  # else the stream below may see this turn's done
         refused = await http.post("/agent/message", json=body)
         assert refused.status_code == 429
         retry = assert_limited(refused.json(), "RATE_LIMITED", "messages_per_minute", 60)
@@ -240,6 +252,21 @@ async def test_metrics_show_usage_against_limits_and_totals_to_admins(database_u
             assert (await http.get("/events/stats", headers=admin)).status_code == 200
             totals = (await http.get("/events/metrics", headers=admin)).json()
             assert totals["total_requests"] >= 1 and "limits" in totals
+
+
+@pytest.mark.parametrize("limits", [{"prices": {"*": Price(1, 2)}}], indirect=True)
+async def test_usage_is_counted_with_no_limit_set(mesh: Mesh) -> None:
+    """All limits off: the day's tokens and cost still show what the key used."""
+    mesh.scripted.enqueue({"text": "counted", "usage": USAGE}, {"text": "again", "usage": USAGE})
+    async with ide(mesh, "unlimited") as client:
+        assert (await client.say("one"))[-1]["status"] == "completed"
+        assert (await client.say("two"))[-1]["status"] == "completed"
+    async with httpx.AsyncClient(base_url=mesh.gateway_url, timeout=10) as http:
+        used = (await http.get("/events/metrics")).json()["limits"]
+    assert used["tokens_per_day"]["used"] == 2000
+    assert used["tokens_per_day"]["limit"] == 0 and used["tokens_per_day"]["remaining"] is None
+    assert used["cost_per_day"]["used"] == pytest.approx(0.0028)  # 2 * (600 * 1 + 400 * 2) / 1e6
+    assert used["cost_per_day"]["limit"] == 0
 
 
 @pytest.mark.parametrize("limits", [{"sessions_open": 1}], indirect=True)

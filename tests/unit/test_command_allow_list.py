@@ -113,7 +113,7 @@ def test_nested_code_is_judged_instead_of_its_shell() -> None:
         ("mv --no-clobber a b", "safe", ""),
         ("rsync -a --ignore-existing a/ b/", "risky", "not on the read-only allow-list"),
         ("install -m 644 a b", "risky", "may overwrite an existing file (install)"),
-        ("ln -s a b", "safe", ""),
+        ("ln -s a b", "risky", "creates a link (writes through it land on its target)"),
         ("export -n PATH", "safe", ""),
         ("export EDITOR=vim", "risky", "environment hijack (EDITOR)"),
         ("NODE_OPTIONS=--require=./x.js npm test", "risky", "environment hijack (NODE_OPTIONS)"),

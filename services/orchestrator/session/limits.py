@@ -3,7 +3,8 @@
 Messages per minute are taken in one conditional upsert (two replicas cannot both take
 the last one). Tokens and cost are known only after a model call: the call is refused
 once the day's count has reached the limit, and its usage is added when it ends, so a
-burst of calls already in flight may pass the limit by those calls. Sessions open at
+burst of calls already in flight may pass the limit by those calls; they are counted
+with no limit set too, so ``/events/metrics`` shows real use. Sessions open at
 once are counted under a per-user advisory lock while the new session is created.
 Windows are fixed: a clock minute and a UTC day, on the database's clock.
 """
@@ -125,16 +126,14 @@ class UserLimits:
     async def record(
         self, session_id: str, model: str, prompt_tokens: int, completion_tokens: int
     ) -> None:
-        """Count a finished model call's tokens and cost for the day."""
-        settings = self.settings
-        if not settings.tokens_per_day and not settings.cost_per_day:
-            return
+        """Count a finished model call's tokens and cost for the day, with or without a
+        limit on them: ``/events/metrics`` shows real use either way."""
         user = await self.user_of(session_id)
-        cost = settings.price_of(model).cost(prompt_tokens, completion_tokens)
-        counting = db_errors("count usage", "DB_WRITE_ERROR")
-        async with counting, self.pool.acquire() as conn, conn.transaction():
-            await conn.execute(QUERIES["add"], user, TOKENS, DAY, prompt_tokens + completion_tokens)
-            await conn.execute(QUERIES["add"], user, COST, DAY, cost)
+        cost = self.settings.price_of(model).cost(prompt_tokens, completion_tokens)
+        async with db_errors("count usage", "DB_WRITE_ERROR"):
+            await self.pool.execute(
+                QUERIES["add"], user, [TOKENS, COST], DAY, [prompt_tokens + completion_tokens, cost]
+            )
 
     async def _today(self, user_id: str) -> list[Usage]:
         async with db_errors("read usage", "DB_READ_ERROR"):

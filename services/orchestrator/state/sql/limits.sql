@@ -16,9 +16,12 @@ select (select amount from taken) as amount,
            as resets_in;
 
 -- name: add
--- Add $4 to the user's $2 counter of the current $3-second window, unconditionally.
+-- Add $4[i] to the user's $2[i] counter of the current $3-second window, unconditionally
+-- (one statement for every metric of a model call).
 insert into orchestrator.usage_counters (user_id, metric, window_start, amount)
-values ($1, $2, to_timestamp(floor(extract(epoch from now()) / $3::float8) * $3::float8), $4)
+select $1, m.metric, to_timestamp(floor(extract(epoch from now()) / $3::float8) * $3::float8),
+       m.amount
+from unnest($2::text[], $4::float8[]) as m (metric, amount)
 on conflict (user_id, metric, window_start) do update
     set amount = usage_counters.amount + excluded.amount;
 
