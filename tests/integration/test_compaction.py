@@ -32,6 +32,17 @@ async def mesh(database_url: str) -> AsyncIterator[Mesh]:
         yield running
 
 
+def all_fit(mesh: Mesh) -> int:
+    """Every request the model received since the last check fits the prompt budget
+    (counted as the scripted model counts): a refused prompt, compacted and retried
+    without a word, fails here. Forgets them; returns how many there were."""
+    requests = mesh.scripted.requests
+    sizes = [count_prompt_tokens(r["messages"], r.get("tools")) for r in requests]
+    assert sizes and max(sizes) <= PROMPT_BUDGET, max(sizes, default=0)
+    mesh.scripted.clear_requests()
+    return len(requests)
+
+
 def user(text: str) -> pb.ClientMessage:
     return pb.ClientMessage(user_message=pb.UserMessage(content=text, role="user"))
 
@@ -59,6 +70,7 @@ async def test_a_300_turn_session_stays_within_budget_and_remembers_its_first_tu
     mesh: Mesh,
 ) -> None:
     compacted: list[pb.ContextCompacted] = []
+    checked = 0
     async with await mesh.client.open_stream("s-long") as stream:
         first = f"read the file src/app_0.py and remember the codeword {CODEWORD}"
         for turn in range(300):
@@ -66,7 +78,8 @@ async def test_a_300_turn_session_stays_within_budget_and_remembers_its_first_tu
             events = await read_turn(stream, turn, text)
             compacted += [e.context_compacted for e in events if e.HasField("context_compacted")]
             assert not [e for e in events if e.HasField("error")]
-        mesh.scripted.clear_requests()
+            if turn % 25 == 24:
+                checked += all_fit(mesh)
         mesh.scripted.enqueue({"recall": r"PELICAN-\d+", "match": "codeword of my first"})
         await stream.send(user("What was the codeword of my first request?"))
         final = await stream.until_done()
@@ -78,6 +91,8 @@ async def test_a_300_turn_session_stays_within_budget_and_remembers_its_first_tu
     assert first not in [m["content"] for m in request["messages"] if m["role"] == "user"]
     assert "Summary of the earlier conversation" in request["messages"][0]["content"]
 
+    checked += all_fit(mesh)
+    assert checked > 300 * 2 + len(compacted)  # two calls a turn, one or more per summary
     assert len(compacted) >= 10
     assert all(c.tokens_after < c.tokens_before for c in compacted)
     covered = [c.messages for c in compacted]
@@ -104,8 +119,7 @@ async def test_every_request_of_a_compacted_session_fits_the_budget(mesh: Mesh) 
         for turn in range(12):
             await read_turn(stream, turn, f"read the file src/fit_{turn}.py")
     requests = mesh.scripted.requests
-    sizes = [count_prompt_tokens(r["messages"], r.get("tools")) for r in requests]
-    assert max(sizes) <= PROMPT_BUDGET
+    all_fit(mesh)
     assert any(
         m["content"].startswith("You condense a coding session")
         for r in requests
