@@ -11,46 +11,21 @@ from clients.python.client import SessionStream
 from codelab.v1 import common_pb2 as pb
 from codelab.v1 import runtime_pb2
 from services.scripted_model.chunks import count_prompt_tokens
+from tests.support.budget import all_fit, small_window, source_file
 from tests.support.mesh import Mesh, running_mesh
-from tests.support.templates import update_template
 
-WINDOW, RESERVE = 16_384, 1_024
-PROMPT_BUDGET = WINDOW - RESERVE
 CODEWORD = "PELICAN-42"
 
 
 @pytest.fixture
 async def mesh(database_url: str) -> AsyncIterator[Mesh]:
     async with running_mesh(database_url, multi_agent_mode=False) as running:
-        await update_template(
-            running,
-            "universal",
-            llm_config={"context_window": WINDOW, "max_output_tokens": RESERVE},
-        )
-        # The model refuses what a real one would: a prompt past the budget fails the test.
-        running.scripted.context_window = PROMPT_BUDGET
+        await small_window(running, "universal")
         yield running
-
-
-def all_fit(mesh: Mesh) -> int:
-    """Every request the model received since the last check fits the prompt budget
-    (counted as the scripted model counts): a refused prompt, compacted and retried
-    without a word, fails here. Forgets them; returns how many there were."""
-    requests = mesh.scripted.requests
-    sizes = [count_prompt_tokens(r["messages"], r.get("tools")) for r in requests]
-    assert sizes and max(sizes) <= PROMPT_BUDGET, max(sizes, default=0)
-    mesh.scripted.clear_requests()
-    return len(requests)
 
 
 def user(text: str) -> pb.ClientMessage:
     return pb.ClientMessage(user_message=pb.UserMessage(content=text, role="user"))
-
-
-def source_file(turn: int) -> str:
-    """A large tool result: about 2,000 tokens of code."""
-    line = f"def handler_{turn}(request, context):  # returns the response for turn {turn}\n"
-    return line * 80
 
 
 async def read_turn(stream: SessionStream, turn: int, text: str) -> list[pb.ServerEvent]:
