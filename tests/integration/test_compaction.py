@@ -10,9 +10,11 @@ import pytest
 from clients.python.client import SessionStream
 from codelab.v1 import common_pb2 as pb
 from codelab.v1 import runtime_pb2
+from services.orchestrator.turn.tokens import text_tokens
 from services.scripted_model.chunks import count_prompt_tokens
 from tests.support.budget import all_fit, small_window, source_file
 from tests.support.mesh import Mesh, running_mesh
+from tests.support.templates import update_template
 
 CODEWORD = "PELICAN-42"
 
@@ -129,3 +131,25 @@ async def test_a_second_context_length_error_is_reported(mesh: Mesh) -> None:
     errors = [e.error for e in events if e.HasField("error")]
     assert [pb.ErrorCode.Name(e.error_code) for e in errors] == ["LLM_CONTEXT_LENGTH_EXCEEDED"]
     assert events[-1].done.status == "error"
+
+
+async def test_reasoning_sent_back_counts_in_the_budget(mesh: Mesh) -> None:
+    """Six answers of 3,000 reasoning tokens each pass the budget only when their reasoning
+    goes back to the model: counted, they are compacted before the call, never refused."""
+    await update_template(mesh, "universal", llm_config={"send_reasoning": True})
+    thought = "a.b.c.d.e.f.g.h " * 200
+    compacted = []
+    async with await mesh.client.open_stream("s-thinking") as stream:
+        for n in range(6):
+            mesh.scripted.enqueue({"match": f"question {n}", "reasoning": thought, "text": "Ok."})
+            await stream.send(user(f"question {n}"))
+            events = await stream.until_done()
+            assert events[-1].done.status == "completed", events
+            compacted += [e for e in events if e.HasField("context_compacted")]
+    assert compacted
+    all_fit(mesh)
+    counts = await mesh.pool.fetch(
+        "select reasoning_tokens from orchestrator.messages"
+        " where session_id = 's-thinking' and role = 'assistant'"
+    )
+    assert [r["reasoning_tokens"] for r in counts] == [text_tokens(thought)] * 6

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -57,13 +58,30 @@ def test_the_estimate_never_counts_less_than_the_scripted_model() -> None:
         assert text_tokens(text) >= count_tokens(text)
 
 
-def test_a_message_counts_its_calls_and_reasoning() -> None:
+def test_a_message_counts_its_calls_and_reasoning_apart() -> None:
     plain = message_tokens("hello there")
     call = [{"name": "read_file", "arguments": '{"path": "a.py"}'}]
     assert message_tokens("hello there", call) > plain
-    assert message_tokens("hello there", reasoning="because") > plain
     assert msg("user", "hello there").token_count == plain
     assert msg("user", "hello there", tokens=99).token_count == 99
+    thought = StoredMessage("assistant", "hello there", reasoning="because it is polite")
+    reasoning = text_tokens("because it is polite")
+    assert thought.token_count == plain and thought.reasoning_count == reasoning > 0
+    assert thought.prompt_tokens() == plain
+    assert thought.prompt_tokens(with_reasoning=True) == plain + reasoning
+    stored = StoredMessage("assistant", "hi", reasoning="because", tokens=7, reasoning_tokens=40)
+    assert context_tokens([stored]) == 7 and context_tokens([stored], True) == 47
+
+
+def test_reasoning_sent_back_moves_the_split_earlier() -> None:
+    history = [m for n in range(4) for m in turn(n)]
+    history = [
+        dataclasses.replace(m, reasoning="x " * 200) if m.role == "assistant" else m
+        for m in history
+    ]
+    keep = context_tokens(history[-8:])
+    assert split_point(history, keep) == len(history) - 8
+    assert split_point(history, keep, with_reasoning=True) > len(history) - 8
 
 
 def test_calibration_moves_towards_what_the_upstream_reports_and_is_bounded() -> None:

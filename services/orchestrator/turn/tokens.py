@@ -36,16 +36,14 @@ def fixed_text_tokens(text: str) -> int:
     return text_tokens(text)
 
 
-def message_tokens(
-    content: str, tool_calls: Iterable[Mapping[str, Any]] | None = None, reasoning: str = ""
-) -> int:
-    """Estimated tokens of one stored message as the model reads it (reasoning included
-    only for templates that send it back; it is counted apart)."""
+def message_tokens(content: str, tool_calls: Iterable[Mapping[str, Any]] | None = None) -> int:
+    """Estimated tokens of one stored message as the model reads it; its reasoning is
+    counted apart (sent back only for templates that ask)."""
     total = MESSAGE_OVERHEAD + text_tokens(content)
     for call in tool_calls or ():
         total += MESSAGE_OVERHEAD + text_tokens(str(call.get("name", "")))
         total += text_tokens(str(call.get("arguments", "")))
-    return total + text_tokens(reasoning)
+    return total
 
 
 class Calibration:
