@@ -132,7 +132,6 @@ async def test_well_paired_calls_are_accepted(client: openai.AsyncOpenAI) -> Non
     assert reply.choices[0].message.content
 
 
-
 def answered(name: str) -> list[Any]:
     """A call of ``git_diff`` answered by a tool message named ``name``."""
     return [
