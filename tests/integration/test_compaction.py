@@ -12,7 +12,7 @@ from codelab.v1 import common_pb2 as pb
 from codelab.v1 import runtime_pb2
 from services.orchestrator.turn.tokens import text_tokens
 from services.scripted_model.chunks import count_prompt_tokens
-from tests.support.budget import all_fit, small_window, source_file
+from tests.support.budget import RESERVE, all_fit, small_window, source_file
 from tests.support.mesh import Mesh, running_mesh
 from tests.support.templates import update_template
 
@@ -97,6 +97,9 @@ async def test_every_request_of_a_compacted_session_fits_the_budget(mesh: Mesh) 
             await read_turn(stream, turn, f"read the file src/fit_{turn}.py")
     requests = mesh.scripted.requests
     all_fit(mesh)
+    # The answer is asked to stay within the reserve the budget kept for it.
+    turns = [r for r in requests if "You condense" not in r["messages"][0]["content"]]
+    assert {r.get("max_tokens") or r.get("max_completion_tokens") for r in turns} == {RESERVE}
     assert any(
         m["content"].startswith("You condense a coding session")
         for r in requests
