@@ -156,3 +156,24 @@ async def test_reasoning_sent_back_counts_in_the_budget(mesh: Mesh) -> None:
         " where session_id = 's-thinking' and role = 'assistant'"
     )
     assert [r["reasoning_tokens"] for r in counts] == [text_tokens(thought)] * 6
+
+
+async def test_a_templates_own_compaction_prompt_asks_for_the_summary(mesh: Mesh) -> None:
+    prompt = "Condense this session for the on-call engineer; keep every path."
+    notes = "On-call notes: the files src/pack_*.py were read."
+    await update_template(mesh, "universal", prompt_pack={"compaction_prompt": prompt})
+    # Only a summary request carries a transcript ("[user] ..."): it gets the notes.
+    mesh.scripted.enqueue({"match": "[user] ", "text": notes, "repeat": True})
+    async with await mesh.client.open_stream("s-pack") as stream:
+        for turn in range(10):
+            await read_turn(stream, turn, f"read the file src/pack_{turn}.py")
+    requests = mesh.scripted.requests
+    systems = [r["messages"][0]["content"] for r in requests]
+    assert prompt in systems
+    assert not [s for s in systems if s.startswith("You condense")]
+    summaries = await mesh.pool.fetch(
+        "select content from orchestrator.summaries where session_id = 's-pack'"
+    )
+    assert summaries and {r["content"] for r in summaries} == {notes}
+    assert notes in systems[-1]  # the next turns read the template's summary
+    all_fit(mesh)
