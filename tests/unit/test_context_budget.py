@@ -52,10 +52,18 @@ def pairs_valid(history: list[StoredMessage]) -> bool:
 
 def test_the_estimate_never_counts_less_than_the_scripted_model() -> None:
     rng = random.Random(7)
-    alphabet = "abcdefghijklmnop_ {}[]():;,.\"'\n0123456789ЖЁж"
+    alphabet = "abcdefghijklmnop_ {}[]():;,.\"'\n0123456789ЖЁж中文カ"
     for _ in range(300):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 400)))
         assert text_tokens(text) >= count_tokens(text)
+
+
+def test_cjk_text_counts_a_token_a_character() -> None:
+    """Han and kana are written without spaces: a run of them is not one word."""
+    assert text_tokens("请修复请求处理函数") == 9
+    assert text_tokens("カタカナ") == 4
+    assert text_tokens("fix 中文 bug") == 4
+    assert text_tokens("ab中文cd") == 4
 
 
 def test_a_message_counts_its_calls_and_reasoning_apart() -> None:
