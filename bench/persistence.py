@@ -26,6 +26,7 @@ from clients.python.ide import connect_ide
 from codelab.v1 import common_pb2 as pb
 from codelab.v1 import runtime_pb2
 from services.orchestrator.state import events
+from services.orchestrator.turn.tokens import message_tokens
 
 SECTION = "Persistence"
 MARKER = "bench-persist"
@@ -98,13 +99,16 @@ async def write_long_session(dsn: str, session_id: str, messages: int, agent: st
                 session_id,
                 agent,
             )
+            # Counted as the runtime counts them when it writes: the budget check before
+            # the resumed turn's call is then the sum it is in production, not a re-count.
+            contents = [words(ANSWER_TOKENS) for _ in range(messages)]
             await conn.copy_records_to_table(
                 "messages",
                 schema_name="orchestrator",
-                columns=["session_id", "role", "content"],
+                columns=["session_id", "role", "content", "tokens"],
                 records=[
-                    (session_id, "user" if i % 2 == 0 else "assistant", words(ANSWER_TOKENS))
-                    for i in range(messages)
+                    (session_id, "user" if i % 2 == 0 else "assistant", c, message_tokens(c))
+                    for i, c in enumerate(contents)
                 ],
             )
             await conn.copy_records_to_table(

@@ -47,11 +47,12 @@ def output_to_proto(chunk: ModelOutput, names: ToolNames) -> pb.CompleteChunk:
 
 
 def message_to_openai(message: pb.ChatMessage, names: ToolNames) -> dict[str, Any]:
-    """A ChatMessage in the OpenAI wire shape (tool names as the upstream accepts them)."""
+    """A ChatMessage in the OpenAI wire shape: tool names, and every message's ``name``
+    (a tool result carries its tool's), as the upstream accepts them."""
     out: dict[str, Any] = {"role": message.role}
     out["content"] = message.content if message.HasField("content") else None
-    if message.HasField("name"):
-        out["name"] = message.name
+    if message.HasField("name"):  # a tool result's name is its call's: the same wire form
+        out["name"] = names.to_wire(message.name)
     if message.tool_calls:
         out["tool_calls"] = [
             {
@@ -91,10 +92,11 @@ def tool_to_openai(tool: pb.ToolDefinition, names: ToolNames) -> dict[str, Any]:
 
 
 def request_names(request: pb.CompleteRequest) -> ToolNames:
-    """Every tool name the request carries: offered tools and the history's calls."""
-    return ToolNames(
-        [t.name for t in request.tools] + [c.name for m in request.messages for c in m.tool_calls]
-    )
+    """Every tool name the request carries: offered tools, the history's calls and the
+    names of their results."""
+    calls = [c.name for m in request.messages for c in m.tool_calls]
+    results = [m.name for m in request.messages if m.role == "tool" and m.HasField("name")]
+    return ToolNames([t.name for t in request.tools] + calls + results)
 
 
 def request_from_proto(request: pb.CompleteRequest, names: ToolNames) -> CompletionRequest:

@@ -21,7 +21,7 @@ from typing import Any
 from starlette.responses import StreamingResponse
 from starlette.types import Send
 
-from services.scripted_model.scenarios import ToolCallSpec
+from services.scripted_model.scenarios import REASONING_FIELDS, ToolCallSpec
 
 JsonObject = dict[str, Any]
 
@@ -76,11 +76,15 @@ def content_text(content: Any) -> str:
 
 
 def count_prompt_tokens(messages: Sequence[Any], tools: Any) -> int:
+    """The prompt's tokens as the model reads them: contents, reasoning sent back (either
+    field), calls and the tool schemas."""
     total = 0
     for message in messages:
         if not isinstance(message, Mapping):
             continue
         total += _MESSAGE_OVERHEAD + count_tokens(content_text(message.get("content")))
+        for field_name in REASONING_FIELDS:
+            total += count_tokens(content_text(message.get(field_name)))
         for call in message.get("tool_calls") or ():
             if isinstance(call, Mapping):
                 total += count_tokens(json.dumps(call.get("function", {})))

@@ -1,9 +1,10 @@
 """What the real chat-completions API refuses, refused the same way (400, same wording).
 
-A fake that accepts anything lets code pass tests that production rejects: tool names
-outside ``^[a-zA-Z0-9_-]{1,64}$`` (in ``tools`` and in the history's ``tool_calls``),
-a ``tool`` message that answers no call of the assistant message before it, an unknown
-``tool_call_id``, and an assistant's calls left without their answers.
+A fake that accepts anything lets code pass tests that production rejects: names outside
+``^[a-zA-Z0-9_-]{1,64}$`` (in ``tools``, in the history's ``tool_calls`` and in any
+message's ``name``, a tool result's included), a ``tool`` message that answers no call of
+the assistant message before it, an unknown ``tool_call_id``, and an assistant's calls
+left without their answers.
 """
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ def check_messages(messages: Sequence[Mapping[str, Any]]) -> None:
     answered: set[str] = set()
     opened_at = -1
     for i, message in enumerate(messages):
+        if message.get("name") is not None:
+            check_name(message["name"], f"messages[{i}].name")
         role = message.get("role")
         if role == "tool":
             if opened_at < 0:

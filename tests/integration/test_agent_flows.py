@@ -138,7 +138,8 @@ async def test_a_coder_turn_with_a_dotted_tool_round_trips_under_the_catalog_nam
     mesh: Mesh,
 ) -> None:
     """The model calls ``git_diff`` (all a real provider accepts); the IDE and the ledger
-    see ``git.diff``, and the next call's history carries ``git_diff`` again."""
+    see ``git.diff``, and the next call's history carries ``git_diff`` again, in the call
+    and in its result's name."""
     mesh.scripted.enqueue(calls(("git_diff", {})), {"text": "No changes."})
     async with ide(mesh, "dotted") as client:
         first = await client.say("what changed?", agent_type="coder")
@@ -149,6 +150,9 @@ async def test_a_coder_turn_with_a_dotted_tool_round_trips_under_the_catalog_nam
     last = mesh.scripted.requests[-1]
     assistant = next(m for m in last["messages"] if m.get("tool_calls"))
     assert assistant["tool_calls"][0]["function"]["name"] == "git_diff"
+    result = next(m for m in last["messages"] if m["role"] == "tool")
+    assert result["tool_call_id"] == assistant["tool_calls"][0]["id"]
+    assert result["name"] == "git_diff"  # the result's name too: OpenAI refuses "git.diff"
     assert "git_diff" in offered(last) and "git.diff" not in offered(last)
 
 

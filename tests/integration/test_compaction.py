@@ -10,36 +10,24 @@ import pytest
 from clients.python.client import SessionStream
 from codelab.v1 import common_pb2 as pb
 from codelab.v1 import runtime_pb2
+from services.orchestrator.turn.tokens import text_tokens
 from services.scripted_model.chunks import count_prompt_tokens
+from tests.support.budget import RESERVE, all_fit, small_window, source_file
 from tests.support.mesh import Mesh, running_mesh
 from tests.support.templates import update_template
 
-WINDOW, RESERVE = 16_384, 1_024
-PROMPT_BUDGET = WINDOW - RESERVE
 CODEWORD = "PELICAN-42"
 
 
 @pytest.fixture
 async def mesh(database_url: str) -> AsyncIterator[Mesh]:
     async with running_mesh(database_url, multi_agent_mode=False) as running:
-        await update_template(
-            running,
-            "universal",
-            llm_config={"context_window": WINDOW, "max_output_tokens": RESERVE},
-        )
-        # The model refuses what a real one would: a prompt past the budget fails the test.
-        running.scripted.context_window = PROMPT_BUDGET
+        await small_window(running, "universal")
         yield running
 
 
 def user(text: str) -> pb.ClientMessage:
     return pb.ClientMessage(user_message=pb.UserMessage(content=text, role="user"))
-
-
-def source_file(turn: int) -> str:
-    """A large tool result: about 2,000 tokens of code."""
-    line = f"def handler_{turn}(request, context):  # returns the response for turn {turn}\n"
-    return line * 80
 
 
 async def read_turn(stream: SessionStream, turn: int, text: str) -> list[pb.ServerEvent]:
@@ -59,6 +47,7 @@ async def test_a_300_turn_session_stays_within_budget_and_remembers_its_first_tu
     mesh: Mesh,
 ) -> None:
     compacted: list[pb.ContextCompacted] = []
+    checked = 0
     async with await mesh.client.open_stream("s-long") as stream:
         first = f"read the file src/app_0.py and remember the codeword {CODEWORD}"
         for turn in range(300):
@@ -66,7 +55,8 @@ async def test_a_300_turn_session_stays_within_budget_and_remembers_its_first_tu
             events = await read_turn(stream, turn, text)
             compacted += [e.context_compacted for e in events if e.HasField("context_compacted")]
             assert not [e for e in events if e.HasField("error")]
-        mesh.scripted.clear_requests()
+            if turn % 25 == 24:
+                checked += all_fit(mesh)
         mesh.scripted.enqueue({"recall": r"PELICAN-\d+", "match": "codeword of my first"})
         await stream.send(user("What was the codeword of my first request?"))
         final = await stream.until_done()
@@ -78,6 +68,8 @@ async def test_a_300_turn_session_stays_within_budget_and_remembers_its_first_tu
     assert first not in [m["content"] for m in request["messages"] if m["role"] == "user"]
     assert "Summary of the earlier conversation" in request["messages"][0]["content"]
 
+    checked += all_fit(mesh)
+    assert checked > 300 * 2 + len(compacted)  # two calls a turn, one or more per summary
     assert len(compacted) >= 10
     assert all(c.tokens_after < c.tokens_before for c in compacted)
     covered = [c.messages for c in compacted]
@@ -104,8 +96,10 @@ async def test_every_request_of_a_compacted_session_fits_the_budget(mesh: Mesh) 
         for turn in range(12):
             await read_turn(stream, turn, f"read the file src/fit_{turn}.py")
     requests = mesh.scripted.requests
-    sizes = [count_prompt_tokens(r["messages"], r.get("tools")) for r in requests]
-    assert max(sizes) <= PROMPT_BUDGET
+    all_fit(mesh)
+    # The answer is asked to stay within the reserve the budget kept for it.
+    turns = [r for r in requests if "You condense" not in r["messages"][0]["content"]]
+    assert {r.get("max_tokens") or r.get("max_completion_tokens") for r in turns} == {RESERVE}
     assert any(
         m["content"].startswith("You condense a coding session")
         for r in requests
@@ -140,3 +134,46 @@ async def test_a_second_context_length_error_is_reported(mesh: Mesh) -> None:
     errors = [e.error for e in events if e.HasField("error")]
     assert [pb.ErrorCode.Name(e.error_code) for e in errors] == ["LLM_CONTEXT_LENGTH_EXCEEDED"]
     assert events[-1].done.status == "error"
+
+
+async def test_reasoning_sent_back_counts_in_the_budget(mesh: Mesh) -> None:
+    """Six answers of 3,000 reasoning tokens each pass the budget only when their reasoning
+    goes back to the model: counted, they are compacted before the call, never refused."""
+    await update_template(mesh, "universal", llm_config={"send_reasoning": True})
+    thought = "a.b.c.d.e.f.g.h " * 200
+    compacted = []
+    async with await mesh.client.open_stream("s-thinking") as stream:
+        for n in range(6):
+            mesh.scripted.enqueue({"match": f"question {n}", "reasoning": thought, "text": "Ok."})
+            await stream.send(user(f"question {n}"))
+            events = await stream.until_done()
+            assert events[-1].done.status == "completed", events
+            compacted += [e for e in events if e.HasField("context_compacted")]
+    assert compacted
+    all_fit(mesh)
+    counts = await mesh.pool.fetch(
+        "select reasoning_tokens from orchestrator.messages"
+        " where session_id = 's-thinking' and role = 'assistant'"
+    )
+    assert [r["reasoning_tokens"] for r in counts] == [text_tokens(thought)] * 6
+
+
+async def test_a_templates_own_compaction_prompt_asks_for_the_summary(mesh: Mesh) -> None:
+    prompt = "Condense this session for the on-call engineer; keep every path."
+    notes = "On-call notes: the files src/pack_*.py were read."
+    await update_template(mesh, "universal", prompt_pack={"compaction_prompt": prompt})
+    # Only a summary request carries a transcript ("[user] ..."): it gets the notes.
+    mesh.scripted.enqueue({"match": "[user] ", "text": notes, "repeat": True})
+    async with await mesh.client.open_stream("s-pack") as stream:
+        for turn in range(10):
+            await read_turn(stream, turn, f"read the file src/pack_{turn}.py")
+    requests = mesh.scripted.requests
+    systems = [r["messages"][0]["content"] for r in requests]
+    assert prompt in systems
+    assert not [s for s in systems if s.startswith("You condense")]
+    summaries = await mesh.pool.fetch(
+        "select content from orchestrator.summaries where session_id = 's-pack'"
+    )
+    assert summaries and {r["content"] for r in summaries} == {notes}
+    assert notes in systems[-1]  # the next turns read the template's summary
+    all_fit(mesh)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -51,19 +52,44 @@ def pairs_valid(history: list[StoredMessage]) -> bool:
 
 def test_the_estimate_never_counts_less_than_the_scripted_model() -> None:
     rng = random.Random(7)
-    alphabet = "abcdefghijklmnop_ {}[]():;,.\"'\n0123456789ЖЁж"
+    alphabet = "abcdefghijklmnop_ {}[]():;,.\"'\n0123456789ЖЁж中文カ"
     for _ in range(300):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 400)))
         assert text_tokens(text) >= count_tokens(text)
 
 
-def test_a_message_counts_its_calls_and_reasoning() -> None:
+def test_cjk_text_counts_a_token_a_character() -> None:
+    """Han and kana are written without spaces: a run of them is not one word."""
+    assert text_tokens("请修复请求处理函数") == 9
+    assert text_tokens("カタカナ") == 4
+    assert text_tokens("fix 中文 bug") == 4
+    assert text_tokens("ab中文cd") == 4
+
+
+def test_a_message_counts_its_calls_and_reasoning_apart() -> None:
     plain = message_tokens("hello there")
     call = [{"name": "read_file", "arguments": '{"path": "a.py"}'}]
     assert message_tokens("hello there", call) > plain
-    assert message_tokens("hello there", reasoning="because") > plain
     assert msg("user", "hello there").token_count == plain
     assert msg("user", "hello there", tokens=99).token_count == 99
+    thought = StoredMessage("assistant", "hello there", reasoning="because it is polite")
+    reasoning = text_tokens("because it is polite")
+    assert thought.token_count == plain and thought.reasoning_count == reasoning > 0
+    assert thought.prompt_tokens() == plain
+    assert thought.prompt_tokens(with_reasoning=True) == plain + reasoning
+    stored = StoredMessage("assistant", "hi", reasoning="because", tokens=7, reasoning_tokens=40)
+    assert context_tokens([stored]) == 7 and context_tokens([stored], True) == 47
+
+
+def test_reasoning_sent_back_moves_the_split_earlier() -> None:
+    history = [m for n in range(4) for m in turn(n)]
+    history = [
+        dataclasses.replace(m, reasoning="x " * 200) if m.role == "assistant" else m
+        for m in history
+    ]
+    keep = context_tokens(history[-8:])
+    assert split_point(history, keep) == len(history) - 8
+    assert split_point(history, keep, with_reasoning=True) > len(history) - 8
 
 
 def test_calibration_moves_towards_what_the_upstream_reports_and_is_bounded() -> None:

@@ -130,3 +130,35 @@ async def test_well_paired_calls_are_accepted(client: openai.AsyncOpenAI) -> Non
     ]
     reply = await client.chat.completions.create(model="m", messages=messages)
     assert reply.choices[0].message.content
+
+
+def answered(name: str) -> list[Any]:
+    """A call of ``git_diff`` answered by a tool message named ``name``."""
+    return [
+        USER,
+        {"role": "assistant", "content": None, "tool_calls": [call("c1", "git_diff")]},
+        {"role": "tool", "tool_call_id": "c1", "name": name, "content": "diff"},
+    ]
+
+
+async def test_a_tool_result_named_outside_the_pattern_is_refused(
+    client: openai.AsyncOpenAI,
+) -> None:
+    error = await refused(client, messages=answered("git.diff"))
+    assert error.code == "invalid_value"
+    assert error.param == "messages[2].name"
+    assert "messages[2].name" in error.message
+
+
+async def test_a_participant_name_outside_the_pattern_is_refused(
+    client: openai.AsyncOpenAI,
+) -> None:
+    error = await refused(client, messages=[{**USER, "name": "Ann Lee"}])
+    assert error.param == "messages[0].name"
+
+
+async def test_a_tool_result_named_in_the_wire_form_is_accepted(
+    client: openai.AsyncOpenAI,
+) -> None:
+    reply = await client.chat.completions.create(model="m", messages=answered("git_diff"))
+    assert reply.choices[0].message.content

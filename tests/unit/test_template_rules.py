@@ -49,6 +49,23 @@ def test_the_context_budget_is_stored_only_when_given() -> None:
     assert template.prompt_pack["compaction_prompt"] == "Summarise."
 
 
+@pytest.mark.parametrize(
+    ("llm", "limit"),
+    [
+        ({}, None),
+        ({"max_output_tokens": 2_000}, 2_000),
+        ({"max_tokens": 500}, 500),
+        ({"max_tokens": 500, "max_output_tokens": 2_000}, 500),
+    ],
+)
+def test_each_call_asks_for_at_most_the_answers_reserve(
+    llm: dict[str, int], limit: int | None
+) -> None:
+    """max_tokens wins; else the reserve kept for the answer is what the call asks for."""
+    template = AgentTemplate.from_definition(canonical({**MINIMAL, "llm_config": llm}))
+    assert template.output_limit == limit
+
+
 def test_builtins_keep_their_prompts_and_tools() -> None:
     by_name = {d["name"]: AgentTemplate.from_definition(d) for d in builtin_definitions()}
     assert set(by_name) == {

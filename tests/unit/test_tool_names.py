@@ -6,6 +6,8 @@ import random
 import re
 import string
 
+from codelab.v1 import llmproxy_pb2 as pb
+from services.llmproxy.servicer import request_from_proto, request_names
 from services.llmproxy.tool_names import ToolNames, is_valid
 
 WIRE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -70,3 +72,22 @@ def test_random_name_sets_map_injectively_onto_valid_names() -> None:
         assert len(set(wires)) == len(names)
         assert all(is_valid(w) for w in wires)
         assert all(mapping.to_catalog(mapping.to_wire(n)) == n for n in names)
+
+
+def test_a_tool_result_goes_upstream_under_its_calls_wire_name() -> None:
+    """The history keeps ``git.diff`` on the call and on its result; both leave as one
+    valid name, so the result's ``name`` matches its call's for providers that check."""
+    request = pb.CompleteRequest(
+        messages=[
+            pb.ChatMessage(role="user", content="what changed?"),
+            pb.ChatMessage(
+                role="assistant",
+                tool_calls=[pb.LlmToolCall(id="c1", name="git.diff", arguments_json="{}")],
+            ),
+            pb.ChatMessage(role="tool", content="", name="git.diff", tool_call_id="c1"),
+        ]
+    )
+    user, assistant, result = request_from_proto(request, request_names(request)).messages
+    assert assistant["tool_calls"][0]["function"]["name"] == "git_diff"
+    assert result["name"] == "git_diff" and result["tool_call_id"] == "c1"
+    assert "name" not in user

@@ -113,6 +113,14 @@ class AgentTemplate:
     budgets: Budgets = field(default_factory=Budgets)
     """execution_policy's optional budgets: clarifications, searches, timeouts, stops."""
 
+    @property
+    def output_limit(self) -> int | None:
+        """``max_tokens`` of each call: llm_config's ``max_tokens``, else its
+        ``max_output_tokens`` (so the answer stays within the reserve the budget kept for
+        it); None when the template sets neither (the upstream's own limit applies)."""
+        reserve = self.llm_config.get("max_output_tokens")
+        return self.max_tokens or (int(reserve) if reserve else None)
+
     @classmethod
     def from_definition(cls, definition: Mapping[str, Any], version: int = 1) -> AgentTemplate:
         """The template of a stored definition (canonical, or the first flat shape)."""

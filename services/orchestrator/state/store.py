@@ -13,7 +13,7 @@ from services.common.db import Pool, db_errors
 from services.common.sql import load_queries
 from services.orchestrator.errors import SessionNotFound
 from services.orchestrator.state import SQL_DIR
-from services.orchestrator.turn.tokens import message_tokens
+from services.orchestrator.turn.tokens import message_tokens, text_tokens
 
 QUERIES = load_queries(SQL_DIR / "queries.sql")
 
@@ -74,11 +74,22 @@ class StoredMessage:
     """A summary's first covered message id (its last is the id before the next row)."""
     covered: int = field(default=0, compare=False)
     """How many messages a summary covers."""
+    reasoning_tokens: int = field(default=0, compare=False)
+    """Estimated tokens of ``reasoning``, counted apart when the message was written."""
 
     @property
     def token_count(self) -> int:
         """The stored count, or the estimate for a message not stored yet."""
         return self.tokens or message_tokens(self.content, self.tool_calls)
+
+    @property
+    def reasoning_count(self) -> int:
+        """``reasoning``'s stored count, or its estimate for a message not stored yet."""
+        return self.reasoning_tokens or text_tokens(self.reasoning or "")
+
+    def prompt_tokens(self, with_reasoning: bool = False) -> int:
+        """What the message weighs in a prompt (its reasoning only when it is sent back)."""
+        return self.token_count + (self.reasoning_count if with_reasoning else 0)
 
 
 @dataclass(frozen=True)
@@ -179,7 +190,7 @@ class SessionStore:
         flush: bool = True,
         applies: tuple[str, int] | None = None,
     ) -> None:
-        """Store ``message`` with its token count (counted here, once); ``flush`` False:
+        """Store ``message`` with its token counts (counted here, once); ``flush`` False:
         only when an event of the same turn will commit after it (that commit flushes the
         WAL, this one too). ``applies``: (client message id, first seq) of the claim this
         message carries out, marked started in the same commit."""
@@ -198,6 +209,7 @@ class SessionStore:
                 flush,
                 cid,
                 first_seq,
+                message.reasoning_count,
             )
 
     async def history(self, session_id: str) -> list[StoredMessage]:

@@ -96,7 +96,8 @@ class ContextKeeper:
         limits = Limits(template.context_window, template.max_output_tokens)
         ratio = self.calibration.ratio(template.model)
         fixed = fixed_text_tokens(system) + MESSAGE_OVERHEAD + sum(t.prompt_tokens for t in tools)
-        total = fixed + context_tokens(history)
+        reasoning = template.send_reasoning
+        total = fixed + context_tokens(history, reasoning)
         if not force and total * ratio <= limits.threshold:
             return Fitted(system_with_summary(system, history), without_summary(history), total)
         # In estimate units: the calibrated budget divided back by the model's ratio.
@@ -104,7 +105,7 @@ class ContextKeeper:
         budget = int(min(limits.threshold, limits.prompt * share) / ratio) - fixed
         kept = list(history)
         covered = 0
-        split = split_point(kept, int(budget * KEEP_SHARE))
+        split = split_point(kept, int(budget * KEEP_SHARE), reasoning)
         if split > 0 and not all(is_summary(m) for m in kept[:split]):
             summary = await self._summarise(sid, template, kept[:split], limits, ratio)
             await self.store.add_summary(sid, summary)
@@ -117,7 +118,7 @@ class ContextKeeper:
                 covered=summary.messages,
             )
             kept = [row, *kept[split:]]
-        size = context_tokens(kept)
+        size = context_tokens(kept, reasoning)
         if size > budget:
             kept, saved = cut_tool_results(kept, size - budget)
             size -= saved

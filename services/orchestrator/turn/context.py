@@ -58,9 +58,10 @@ def is_summary(message: StoredMessage) -> bool:
     return message.role == SUMMARY_ROLE
 
 
-def context_tokens(history: Sequence[StoredMessage]) -> int:
-    """The context's size: a sum of stored counts (estimates only for unsaved messages)."""
-    return sum(m.token_count for m in history)
+def context_tokens(history: Sequence[StoredMessage], with_reasoning: bool = False) -> int:
+    """The context's size: a sum of stored counts (estimates only for unsaved messages);
+    ``with_reasoning``: the answers' reasoning is sent back, so it counts too."""
+    return sum(m.prompt_tokens(with_reasoning) for m in history)
 
 
 def system_with_summary(system: str, history: Sequence[StoredMessage]) -> str:
@@ -74,7 +75,7 @@ def without_summary(history: Sequence[StoredMessage]) -> list[StoredMessage]:
     return [m for m in history if not is_summary(m)]
 
 
-def split_point(history: Sequence[StoredMessage], keep: int) -> int:
+def split_point(history: Sequence[StoredMessage], keep: int, with_reasoning: bool = False) -> int:
     """Index where the verbatim tail starts: the earliest user message whose tail fits
     ``keep`` tokens, else the earliest other message that fits, else the latest place
     that is not a tool result (a call is never separated from its result). 0 when
@@ -83,7 +84,7 @@ def split_point(history: Sequence[StoredMessage], keep: int) -> int:
     user_cut = any_cut = latest = 0
     for index in range(len(history) - 1, 0, -1):
         message = history[index]
-        tail += message.token_count
+        tail += message.prompt_tokens(with_reasoning)
         if message.role == "tool" or is_summary(message):
             continue
         latest = latest or index

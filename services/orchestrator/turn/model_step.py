@@ -143,7 +143,7 @@ class ModelStep:
                         fitted.prompt(),
                         tools=tools,
                         temperature=template.temperature,
-                        max_tokens=template.max_tokens,
+                        max_tokens=template.output_limit,
                         model=template.model,
                         with_reasoning=template.send_reasoning,
                         upstream_seconds=template.budgets.llm_seconds,

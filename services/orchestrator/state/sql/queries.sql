@@ -61,8 +61,9 @@ with started as (
     select set_config('synchronous_commit', case when $9::bool then 'on' else 'off' end, true)
 ), inserted as (
     insert into orchestrator.messages
-        (session_id, role, content, name, tool_calls, tool_call_id, tokens, reasoning)
-    values ($1, $2, $3, $4, $5, $6, $7, $8)
+        (session_id, role, content, name, tool_calls, tool_call_id, tokens, reasoning,
+         reasoning_tokens)
+    values ($1, $2, $3, $4, $5, $6, $7, $8, $12)
     returning id, created_at
 ), touched as (
     update orchestrator.sessions set last_activity = now() where session_id = $1
@@ -70,14 +71,16 @@ with started as (
 select id, created_at from inserted, flushing;
 
 -- name: history
-select id, role, content, name, tool_calls, tool_call_id, created_at, tokens, reasoning
+select id, role, content, name, tool_calls, tool_call_id, created_at, tokens, reasoning,
+       reasoning_tokens
 from orchestrator.messages
 where session_id = $1
 order by id;
 
 -- name: context
 -- What the model reads: the latest summary (id 0, so it sorts first) and the messages
--- after the ones it covers. The budget check sums `tokens`: nothing is re-counted.
+-- after the ones it covers. The budget check sums `tokens` (and `reasoning_tokens` for a
+-- template that sends reasoning back): nothing is re-counted.
 with summary as (
     select covers_from, covers_to, messages, content, tokens, created_at
     from orchestrator.summaries
@@ -87,11 +90,11 @@ with summary as (
 )
 select 0::bigint as id, 'summary' as role, content, null::text as name,
        null::jsonb as tool_calls, null::text as tool_call_id, created_at, tokens,
-       null::text as reasoning, covers_from, messages as covered
+       null::text as reasoning, 0 as reasoning_tokens, covers_from, messages as covered
 from summary
 union all
 select id, role, content, name, tool_calls, tool_call_id, created_at, tokens, reasoning,
-       null::bigint, 0
+       reasoning_tokens, null::bigint, 0
 from orchestrator.messages
 where session_id = $1 and id > coalesce((select covers_to from summary), 0)
 order by id;
