@@ -6,12 +6,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 import httpx
 import pytest
 
+from clients.cli.connection import Connection
 from clients.python import MeshClient
+from clients.python.ide import Event, IdeConnection, connect_ide
 from codelab.v1 import common_pb2 as pb
 from codelab.v1 import runtime_pb2
 from services.common.db import create_pool
@@ -335,4 +338,64 @@ async def test_a_duplicate_through_the_sse_stream_is_answered_not_applied(
     assert again[0]["first_seq"] == first[0]["seq"]
     session = str(body["session_id"])
     assert await user_messages(mesh.client, session) == ["hi"]
+    assert len(mesh.scripted.requests) == 1
+
+
+async def test_the_ide_client_resends_a_message_with_the_id_it_first_had(mesh: Mesh) -> None:
+    mesh.scripted.enqueue({"text": "Once."})
+    client = await connect_ide(mesh.gateway_url, "ide-resend")
+    try:
+        message = {"type": "user_message", "content": "resent as is"}
+        sent = await client.send(message)
+        first = await client.until_done()
+        await client.send(message)  # the same dict: the same id
+        again = await client.until_done()
+        await client.user_message("resent as is", client_message_id=sent["client_message_id"])
+        third = await client.until_done()
+    finally:
+        await client.close()
+    assert text_of(first) == "Once." and sent is message
+    for repeat in (again, third):
+        assert [(e["type"], e["status"]) for e in repeat] == [("done", "duplicate")]
+        assert repeat[0]["first_seq"] == first[0]["seq"]
+    assert await user_messages(mesh.client, "ide-resend") == ["resent as is"]
+
+
+async def test_the_cli_resends_after_a_drop_with_the_id_it_first_went_out_with(
+    mesh: Mesh, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first send lands (its turn runs to the end), then the socket drops before the
+    sender learns it did: the CLI resumes and resends, with the same id, and the runtime
+    answers the resend as a duplicate."""
+    attempts: list[dict[str, Any]] = []
+    send = IdeConnection.send
+
+    async def lands_then_drops(ide: IdeConnection, message: Mapping[str, Any]) -> Event:
+        sent = await send(ide, message)
+        attempts.append(dict(sent))
+        if len(attempts) == 1:
+            await ide.until_done()  # landed; the CLI replays these events after the resume
+            ide.ws.transport.abort()
+            await ide.ws.wait_closed()
+            await ide.ws.send("{}")  # ConnectionClosed, as a send cut mid-way raises
+        return sent
+
+    monkeypatch.setattr(IdeConnection, "send", lands_then_drops)
+    mesh.scripted.enqueue({"text": "Applied once."})
+    connection = Connection(mesh.gateway_url, "cli-resend")
+    await connection.open(replay_after=0)
+    try:
+        await connection.send({"type": "user_message", "content": "land once"})
+        statuses: list[str] = []
+        async with asyncio.timeout(20):
+            while len(statuses) < 2:
+                event = await connection.next_event()
+                statuses += [str(event["status"])] if event["type"] == "done" else []
+    finally:
+        await connection.close()
+    assert connection.reconnects == 1
+    assert [a["content"] for a in attempts] == ["land once"] * 2
+    assert attempts[0]["client_message_id"] == attempts[1]["client_message_id"]
+    assert sorted(statuses) == ["completed", "duplicate"]
+    assert await user_messages(mesh.client, "cli-resend") == ["land once"]
     assert len(mesh.scripted.requests) == 1
