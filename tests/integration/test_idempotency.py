@@ -327,11 +327,13 @@ async def test_a_repeat_reaching_another_replica_is_applied_once(
 async def test_a_duplicate_through_the_sse_stream_is_answered_not_applied(
     mesh: Mesh, body: dict[str, object]
 ) -> None:
-    mesh.scripted.enqueue({"text": "Streamed once."})
+    mesh.scripted.enqueue({"text": "Streamed once.", "first_token_delay_ms": 500})  # heartbeats
     body = {**body, "client_message_id": "sse-1"}
     async with httpx.AsyncClient(base_url=mesh.gateway_url, timeout=10) as http:
         replies = [await http.post("/agent/message/stream", json=body) for _ in range(2)]
-    first, again = ([json.loads(d) for _, d in parse_sse(r.text)] for r in replies)
+    first, again = (
+        [json.loads(d) for e, d in parse_sse(r.text) if e != "comment"] for r in replies
+    )
     assert "".join(e.get("token", "") for e in first) == "Streamed once."
     assert first[-1]["status"] == "completed"
     assert [(e["type"], e["status"]) for e in again] == [("done", "duplicate")]
