@@ -88,6 +88,8 @@ class BenchMesh:
     output: deque[str] = field(default_factory=lambda: deque(maxlen=300))
     problems: Counter[str] = field(default_factory=Counter)
     """Warning and error log lines of the children, counted by service, level and message."""
+    unhandled: Counter[str] = field(default_factory=Counter)
+    """Lines (JSON or not) that show an unhandled exception, counted by service and marker."""
 
     def addr(self, name: str) -> str:
         """``host:port`` of a gRPC service (``orchestrator``, ``toolsearch``, ...)."""
@@ -119,6 +121,27 @@ class BenchMesh:
         )
 
 
+UNHANDLED = (
+    "Exception in ASGI application",
+    "Task exception was never retrieved",
+    "Task was destroyed but it is pending",
+)
+"""Log text that means an exception nobody handled (a crash the caller never heard of)."""
+
+
+def unhandled_marker(text: str) -> str | None:
+    """``service: marker`` for a log line showing an unhandled exception, else None (a
+    line that is not JSON, such as a traceback printed to stderr, counts as ``?``)."""
+    marker = next((m for m in UNHANDLED if m in text), None)
+    if marker is None:
+        return None
+    try:
+        service = json.loads(text).get("service") or "?"
+    except (ValueError, AttributeError):
+        service = "?"
+    return f"{service}: {marker}"
+
+
 def _problem(text: str) -> str | None:
     """``service level: msg`` for a warning or error JSON log line, else None."""
     if '"level": "warning"' not in text and '"level": "error"' not in text:
@@ -141,6 +164,9 @@ async def _drain(stream: asyncio.StreamReader, mesh: BenchMesh, ready: asyncio.E
         problem = _problem(text)
         if problem is not None:
             mesh.problems[problem] += 1
+        unhandled = unhandled_marker(text)
+        if unhandled is not None:
+            mesh.unhandled[unhandled] += 1
         if "is up" in text:
             ready.set()
 

@@ -16,6 +16,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from clients.cli.errors import GatewayError
 from clients.python.ide import Event, IdeConnection, connect_ide
+from clients.python.ids import with_client_id
 
 RECONNECT_ATTEMPTS = 8
 # Close code of a refusal (RFC 6455): the gateway sends it for a missing or wrong API key.
@@ -66,12 +67,16 @@ class Connection:
             return
 
     async def send(self, message: Mapping[str, Any]) -> None:
+        """Send one message; when the socket drops, resume and resend it with the
+        ``client_message_id`` it first went out with (it may have landed: the runtime
+        applies it once)."""
+        sent = with_client_id(dict(message))
         try:
-            await self._socket().send(message)
+            await self._socket().send(sent)
         except ConnectionClosed as closed:
             refused(closed)
             await self.resume()
-            await self._socket().send(message)
+            await self._socket().send(sent)
 
     async def next_event(self) -> Event:
         """The next event not seen before (resuming transparently when the socket drops)."""

@@ -22,7 +22,7 @@ from urllib.parse import quote, urlencode
 import orjson
 from websockets.asyncio.client import ClientConnection, connect
 
-from clients.python.ids import ONCE, new_client_id
+from clients.python.ids import with_client_id
 
 Event = dict[str, Any]
 """One runtime event as the IDE sees it (decoded JSON)."""
@@ -78,19 +78,33 @@ class IdeConnection:
         self.ws = ws
         self.session_id = session_id
 
-    async def send(self, message: Mapping[str, Any]) -> None:
-        """Send one IDE message as a JSON text frame; a message the runtime applies once
-        gets a ``client_message_id`` when it has none, so a resend is safe."""
-        if message.get("type") in ONCE and "client_message_id" not in message:
-            message = {**message, "client_message_id": new_client_id()}
-        await self.ws.send(json.dumps(message))
+    async def send(self, message: Mapping[str, Any]) -> Event:
+        """Send one IDE message as a JSON text frame; returns the message as sent.
 
-    async def user_message(self, content: str, *, agent_type: str | None = None) -> None:
-        """Start a turn; ``agent_type`` picks the agent and skips the routing call."""
-        message: dict[str, Any] = {"type": "user_message", "content": content, "role": "user"}
+        A message the runtime applies once (``user_message``, ``switch_agent``, ``cancel``,
+        ``plan_decision``) gets a ``client_message_id`` when it has none, set on ``message``
+        itself when it is a dict: sending that dict (or the one returned) again is a resend
+        the runtime answers ``done`` ``duplicate``. Build a new dict for a new message."""
+        sent = with_client_id(message if isinstance(message, dict) else dict(message))
+        await self.ws.send(json.dumps(sent))
+        return sent
+
+    async def user_message(
+        self,
+        content: str,
+        *,
+        agent_type: str | None = None,
+        client_message_id: str | None = None,
+    ) -> Event:
+        """Start a turn; ``agent_type`` picks the agent and skips the routing call.
+
+        Returns the message as sent; pass its ``client_message_id`` back to resend it."""
+        message: Event = {"type": "user_message", "content": content, "role": "user"}
         if agent_type:
             message["agent_type"] = agent_type
-        await self.send(message)
+        if client_message_id is not None:
+            message["client_message_id"] = client_message_id
+        return await self.send(message)
 
     async def tool_result(self, call_id: str, result: Any = None, *, error: str = "") -> None:
         """Answer a ``tool_call`` the runtime dispatched to the IDE."""
@@ -107,9 +121,13 @@ class IdeConnection:
             {"type": "hitl_decision", "call_id": call_id, "decision": decision, **extra}
         )
 
-    async def cancel(self) -> None:
-        """Ask the runtime to stop the running turn."""
-        await self.send({"type": "cancel"})
+    async def cancel(self, *, client_message_id: str | None = None) -> Event:
+        """Ask the runtime to stop the running turn (a resend with the returned message's
+        ``client_message_id`` cancels once)."""
+        message: Event = {"type": "cancel"}
+        if client_message_id is not None:
+            message["client_message_id"] = client_message_id
+        return await self.send(message)
 
     async def next_event(self, seconds: float | None = DEFAULT_TIMEOUT) -> Event:
         """The next event; TimeoutError when none arrives within ``seconds``."""

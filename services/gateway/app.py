@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,10 +20,10 @@ from services.common.errors import ErrorKind
 from services.common.settings import Settings
 from services.gateway import openai_api
 from services.gateway.admin import install_admin
-from services.gateway.admin_sources import sources_health
 from services.gateway.auth import Authenticator
 from services.gateway.browsers import install_browser_guards
 from services.gateway.errors import TRANSPORT, GatewayError, ProtocolError, error_body
+from services.gateway.health import HealthWatch, build_health_router
 from services.gateway.keys import KeyCheck, MeshKeyChecker
 from services.gateway.mesh import all_details, describe, retry_headers
 from services.gateway.rest import build_router
@@ -51,11 +50,17 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
     redact_server_logs()
     client.assign_ids = False  # a transport: the IDE's client_message_id, or none
 
+    watch = HealthWatch(client.health)
+
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await keys.seed_quietly()
-        yield
-        await client.close()
+        watch.start()
+        try:
+            yield
+        finally:
+            await watch.stop()
+            await client.close()
 
     app = FastAPI(
         title="CodeLab Agent Runtime gateway",
@@ -63,6 +68,7 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
         description="IDE-facing WebSocket, SSE and REST over the CodeLab gRPC mesh.",
         lifespan=lifespan,
     )
+    app.state.health = watch
 
     @app.exception_handler(GatewayError)
     async def refused(_: Request, error: GatewayError) -> JSONResponse:
@@ -84,33 +90,7 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
     install_admin(app, client, auth, keys)
     app.include_router(openai_api.build_router(client, auth, settings))
 
-    down_since: dict[str, str] = {}
-
-    @app.get("/health", tags=["ops"])
-    async def health() -> JSONResponse:
-        """Each mesh service's gRPC health; 200 only when all are SERVING."""
-        services = await client.health()
-        healthy = all(status == "SERVING" for status in services.values())
-        now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-        for name, status in services.items():
-            if status == "SERVING":
-                down_since.pop(name, None)
-            else:
-                down_since.setdefault(name, now)
-        body = {
-            "status": "healthy" if healthy else "unhealthy",
-            "version": VERSION,
-            "multi_agent_mode": settings.multi_agent_mode,
-            "services": services,
-            # Which service is down and since when (first seen so by this gateway).
-            "down": {
-                name: {"status": services[name], "since": since}
-                for name, since in down_since.items()
-            },
-            # MCP servers as this gateway's orchestrator sees them (never makes it unhealthy).
-            "tool_sources": await sources_health(client),
-        }
-        return JSONResponse(body, status_code=200 if healthy else 503)
+    app.include_router(build_health_router(client, settings, watch, VERSION))
 
     @app.get("/playground", include_in_schema=False)
     async def playground() -> RedirectResponse:

@@ -150,7 +150,7 @@ class AdminRefused(GatewayError):
 
 class OpenAIError(GatewayError):
     """An error rendered as OpenAI's ``{"error": {message, type, param, code}}``; ``code``
-    is a spec error code or one of OpenAI's (``invalid_api_key``, ``model_not_found``)."""
+    is a spec error code (OpenAI's SDKs pick the exception by the HTTP status)."""
 
     def __init__(self, status: int, message: str, code: str, param: str | None = None) -> None:
         super().__init__(message, code=code, status=status)

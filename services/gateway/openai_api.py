@@ -26,9 +26,10 @@ Any OpenAI client can use the runtime as a model. The contract:
   again, now to be run; reject lets the model go on. A plain result for such a call is
   refused (400) — the approval is never implied.
 * Errors are OpenAI error bodies ``{"error": {message, type, param, code}}`` with the
-  spec's error code as ``code`` (LLM_TIMEOUT 504, LLM_PROXY_UNAVAILABLE 503, client
-  mistakes 400, the rest 502); when streaming, one ``data: {"error": ...}`` frame, then
-  ``data: [DONE]``.
+  spec's error code as ``code``, always (LLM_TIMEOUT 504, LLM_PROXY_UNAVAILABLE 503, client
+  mistakes 400 MISSING_REQUIRED_FIELD / INVALID_MESSAGE, a wrong key 401 UNAUTHORIZED, an
+  unknown model 404 AGENT_NOT_FOUND, a foreign session 404 SESSION_NOT_FOUND, the rest
+  502); when streaming, one ``data: {"error": ...}`` frame, then ``data: [DONE]``.
 * ``usage`` is what llmproxy recorded for the session while the request ran (routing
   calls included); 0s if llmproxy cannot be asked. Request fields other than ``model``,
   ``messages``, ``stream`` and ``stream_options`` (tools, temperature...) are ignored: the
@@ -107,16 +108,20 @@ def parse_body(raw: bytes) -> ChatRequest:
     try:
         body = json.loads(raw)
     except json.JSONDecodeError as error:
-        raise OpenAIError(400, f"Invalid JSON body: {error}", "invalid_json") from error
+        raise OpenAIError(400, f"Invalid JSON body: {error}", "INVALID_MESSAGE") from error
     if not isinstance(body, dict):
-        raise OpenAIError(400, "the body must be a JSON object", "invalid_json")
+        raise OpenAIError(400, "the body must be a JSON object", "INVALID_MESSAGE")
     model, messages = body.get("model"), body.get("messages")
     if not isinstance(model, str) or not model:
-        raise OpenAIError(400, "'model' must be a non-empty string", "missing_model", "model")
+        raise OpenAIError(
+            400, "'model' must be a non-empty string", "MISSING_REQUIRED_FIELD", "model"
+        )
     if not isinstance(messages, list) or not messages:
-        raise OpenAIError(400, "'messages' must be a non-empty list", "no_messages", "messages")
+        raise OpenAIError(
+            400, "'messages' must be a non-empty list", "MISSING_REQUIRED_FIELD", "messages"
+        )
     if not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages):
-        raise OpenAIError(400, "each message needs a 'role'", "invalid_message", "messages")
+        raise OpenAIError(400, "each message needs a 'role'", "MISSING_REQUIRED_FIELD", "messages")
     options = body.get("stream_options")
     include_usage = isinstance(options, dict) and options.get("include_usage") is True
     system = [content_text(m.get("content")) for m in messages if m["role"] in SYSTEM_ROLES]
@@ -135,7 +140,9 @@ def tool_answer(message: JsonObject) -> pb.ClientMessage:
     """A ``role: "tool"`` message -> tool_result, or hitl_decision for ``codelab_decision``."""
     call_id = message.get("tool_call_id")
     if not isinstance(call_id, str) or not call_id:
-        raise OpenAIError(400, "a tool message needs 'tool_call_id'", "invalid_message", "messages")
+        raise OpenAIError(
+            400, "a tool message needs 'tool_call_id'", "MISSING_REQUIRED_FIELD", "messages"
+        )
     text = content_text(message.get("content"))
     try:
         result: Any = json.loads(text)
@@ -163,7 +170,7 @@ def client_messages(
         if message["role"] == "tool":
             if new_session:
                 hint = f"tool messages continue a session: model=<session_id> or {SESSION_HEADER}"
-                raise OpenAIError(400, hint, "session_required", "messages")
+                raise OpenAIError(400, hint, "MISSING_REQUIRED_FIELD", "messages")
             out.append(tool_answer(message))
         elif message["role"] == "user":
             texts.append(content_text(message.get("content")))
@@ -173,7 +180,7 @@ def client_messages(
         out.append(parse_client_message({k: v for k, v in user.items() if v is not None}))
     if not out:
         problem = "no user or tool message after the last assistant message"
-        raise OpenAIError(400, problem, "no_input", "messages")
+        raise OpenAIError(400, problem, "MISSING_REQUIRED_FIELD", "messages")
     return out
 
 
@@ -240,11 +247,11 @@ def build_router(client: MeshClient, auth: Authenticator, settings: Settings) ->
         header_session = headers.get(SESSION_HEADER.lower())
         if not await is_template(model):
             unknown = f"The model '{model}' is neither an agent template nor your session"
-            await owned(model, user, "model_not_found", unknown)
+            await owned(model, user, "AGENT_NOT_FOUND", unknown)
             return Target(model, None, new=False)
         if header_session:
             unknown = f"{SESSION_HEADER}: '{header_session}' is not your session"
-            await owned(header_session, user, "session_not_found", unknown)
+            await owned(header_session, user, "SESSION_NOT_FOUND", unknown)
             return Target(header_session, model, new=False)
         key = headers.get(IDEMPOTENCY_HEADER)
         if key:  # a retried first request reaches the session its first try opened
@@ -275,7 +282,7 @@ def build_router(client: MeshClient, auth: Authenticator, settings: Settings) ->
         try:
             auth.user_for(request.headers)
             if model_id not in await templates():
-                raise OpenAIError(404, f"The model '{model_id}' does not exist", "model_not_found")
+                raise OpenAIError(404, f"The model '{model_id}' does not exist", "AGENT_NOT_FOUND")
         except FAILURES as error:
             return failure(error).response()
         return JSONResponse(model_entry(model_id))

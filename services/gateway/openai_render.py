@@ -21,7 +21,7 @@ import grpc
 
 from clients.python import SessionStream
 from codelab.v1 import common_pb2 as pb
-from services.gateway.errors import GatewayError, OpenAIError, ProtocolError, Unauthorized
+from services.gateway.errors import GatewayError, OpenAIError, ProtocolError
 from services.gateway.mesh import describe
 from services.gateway.translate import event_to_json
 
@@ -51,8 +51,6 @@ def failure(error: Exception) -> OpenAIError:
     """Any failure before the answer starts, as an OpenAI error."""
     if isinstance(error, OpenAIError):
         return error
-    if isinstance(error, Unauthorized):
-        return OpenAIError(error.status, error.message, "invalid_api_key")
     if isinstance(error, ProtocolError):
         return OpenAIError(error.status, error.message, error.code, "messages")
     if isinstance(error, GatewayError):

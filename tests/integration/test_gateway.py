@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -16,7 +17,9 @@ from services.common.asgi import running_asgi
 from services.common.errors import SettingsError
 from services.gateway.app import create_app
 from services.gateway.auth import check_bind
+from services.gateway.health import HealthWatch
 from tests.support.mesh import Mesh, running_mesh
+from tests.support.runtime import until
 from tests.support.sse import parse_sse
 
 
@@ -151,6 +154,29 @@ async def test_health_is_503_when_a_service_is_down(mesh: Mesh) -> None:
     down = health.json()["down"]
     assert list(down) == ["hitl"] and down["hitl"]["since"]
     assert later.json()["down"]["hitl"]["since"] == down["hitl"]["since"]  # since, not now
+
+
+def iso(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text)
+
+
+async def test_health_since_is_when_the_watcher_first_saw_the_service_down(mesh: Mesh) -> None:
+    app = create_app(mesh.settings, MeshClient.from_settings(mesh.settings))
+    watch: HealthWatch = app.state.health
+    async with running_asgi(app, lifespan="on") as port:
+        stopped = dt.datetime.now(dt.UTC).replace(microsecond=0)
+        await mesh.servers["toolsearch"].stop(0)
+
+        async def seen_down() -> bool:  # by its own poll: nobody asked /health yet
+            return "toolsearch" in watch.down_since
+
+        await until(seen_down, seconds=10)
+        asked = dt.datetime.now(dt.UTC)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+            health = await http.get("/health")
+    assert health.status_code == 503
+    since = iso(health.json()["down"]["toolsearch"]["since"])
+    assert stopped <= since < asked
 
 
 async def test_api_keys_guard_every_endpoint_but_health(mesh: Mesh) -> None:

@@ -4,22 +4,36 @@ naming the seq where the first delivery's events start; the claim is in Postgres
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 import httpx
 import pytest
 
+from clients.cli.connection import Connection
 from clients.python import MeshClient
+from clients.python.ide import Event, IdeConnection, connect_ide
 from codelab.v1 import common_pb2 as pb
 from codelab.v1 import runtime_pb2
+from services.common.db import create_pool
+from services.orchestrator import server as orchestrator
 from tests.support.ide import ide, of, text_of
-from tests.support.mesh import Mesh, running_mesh
+from tests.support.mesh import Mesh, running_mesh, wait_serving
+from tests.support.sse import parse_sse
 
 
 @pytest.fixture
 async def mesh(database_url: str) -> AsyncIterator[Mesh]:
     async with running_mesh(database_url, multi_agent_mode=False) as running:
+        yield running
+
+
+@pytest.fixture
+async def agents(database_url: str) -> AsyncIterator[Mesh]:
+    """Multi-agent mode: agent switches and plans."""
+    async with running_mesh(database_url) as running:
         yield running
 
 
@@ -192,3 +206,198 @@ async def test_the_gateway_adds_no_id_to_an_ide_message_without_one(mesh: Mesh) 
         second = await client.say("same text")
     assert (text_of(first), text_of(second)) == ("One.", "Two.")
     assert await user_messages(mesh.client, "no-ids") == ["same text", "same text"]
+
+
+async def logged(mesh: Mesh, session_id: str, kind: str) -> list[pb.ServerEvent]:
+    """The session's logged events of one type, in seq order."""
+    rows = await mesh.pool.fetch(
+        "select event from orchestrator.events where session_id = $1 and type = $2 order by seq",
+        session_id,
+        kind,
+    )
+    return [pb.ServerEvent.FromString(row["event"]) for row in rows]
+
+
+async def test_a_repeated_switch_agent_switches_once(agents: Mesh) -> None:
+    mesh = agents
+    switch = {"type": "switch_agent", "agent_type": "ask", "client_message_id": "sw-1"}
+    async with ide(mesh, "switch-twice") as client:
+        first = await client.turn(switch)
+        again = await client.turn(switch)
+    assert [e["to_agent"] for e in of(first, "agent_switched")] == ["ask"]
+    assert (again[-1]["status"], again[-1]["first_seq"]) == ("duplicate", first[0]["seq"])
+    assert len(await logged(mesh, "switch-twice", "agent_switched")) == 1
+    switches = await mesh.pool.fetchval(
+        "select switch_count from orchestrator.sessions where session_id = 'switch-twice'"
+    )
+    assert switches == 1
+
+
+async def test_a_repeated_cancel_cancels_one_turn(mesh: Mesh) -> None:
+    mesh.scripted.enqueue({"text": "Slow " * 60, "token_delay_ms": 20}, {"text": "Next."})
+    cancel = {"type": "cancel", "client_message_id": "c-1"}
+    async with ide(mesh, "cancel-twice") as client:
+        await client.send({"type": "user_message", "content": "talk"})
+        await client.ws.recv()  # the turn is running
+        await client.send(cancel)
+        await client.send(cancel)
+        seen = await client.until_done()
+        seen += await client.until_done()
+        later = await client.turn(cancel)  # after the turn, too
+        after = await client.say("again")
+    assert sorted(e["status"] for e in of(seen, "done")) == ["cancelled", "duplicate"]
+    (duplicate,) = [e for e in of(seen, "done") if e["status"] == "duplicate"]
+    assert [(e["status"], e["first_seq"]) for e in later] == [("duplicate", duplicate["first_seq"])]
+    assert text_of(after) == "Next."
+    statuses = [e.done.status for e in await logged(mesh, "cancel-twice", "done")]
+    assert statuses.count("cancelled") == 1
+
+
+async def test_a_repeated_plan_decision_decides_the_plan_once(agents: Mesh) -> None:
+    mesh = agents
+    plan = {
+        "goal": "Tidy up",
+        "subtasks": [{"description": "Write it", "agent": "coder", "estimated_time": "5 min"}],
+    }
+    mesh.scripted.enqueue({"tool_calls": [{"name": "create_plan", "arguments": plan}]})
+    async with ide(mesh, "plan-twice") as client:
+        proposed = await client.say("tidy everything", agent_type="coder")
+        (request,) = of(proposed, "plan_approval_required")
+        decision = {
+            "type": "plan_decision",
+            "decision": "reject",
+            "approval_request_id": request["approval_request_id"],
+            "feedback": "not now",
+            "client_message_id": "p-1",
+        }
+        await client.send(decision)
+        await client.send(decision)
+        seen = await client.until_done()
+        seen += await client.until_done()
+    assert sorted(e["status"] for e in of(seen, "done")) == ["completed", "duplicate"]
+    assert of(seen, "error") == []
+    assert len(await logged(mesh, "plan-twice", "plan_rejected")) == 1
+    audit = await mesh.pool.fetch(
+        "select decision from hitl.audit_log where event_type = 'plan_decision'"
+    )
+    assert [r["decision"] for r in audit] == ["plan_reject"]
+
+
+async def test_a_repeat_reaching_another_replica_is_applied_once(
+    mesh: Mesh, database_url: str
+) -> None:
+    pool = await create_pool(database_url)
+    replica, port = await orchestrator.build(mesh.settings, pool, "127.0.0.1:0")
+    await replica.start()
+    client_b = MeshClient.from_settings(
+        dataclasses.replace(mesh.settings, orchestrator_addr=f"127.0.0.1:{port}")
+    )
+    message = pb.ClientMessage(
+        client_message_id="two-replicas", user_message=pb.UserMessage(content="once")
+    )
+    mesh.scripted.enqueue({"text": "Answered by the owner."})
+    try:
+        await wait_serving(client_b)
+        async with asyncio.timeout(20):
+            stream_a = await mesh.client.open_stream("replicas")
+            stream_b = await client_b.open_stream("replicas")
+            async with stream_a, stream_b:
+                await stream_a.send(message)  # replica A owns the session from here
+                first = await stream_a.until_done()
+                await stream_b.until_done()
+                await stream_b.send(message)  # B relays the repeat to A
+                again = await stream_b.until_done()
+    finally:
+        await client_b.close()
+        await replica.stop(0)
+        await pool.close()
+    assert first[-1].done.status == "completed"
+    assert (again[-1].done.status, again[-1].done.first_seq) == ("duplicate", first[0].seq)
+    assert await user_messages(mesh.client, "replicas") == ["once"]
+    assert len(mesh.scripted.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"session_id": "sse-002", "message": {"type": "user_message", "content": "hi"}},
+        {"session_id": "sse-000", "message": "hi", "message_type": "user_message"},
+    ],
+)
+async def test_a_duplicate_through_the_sse_stream_is_answered_not_applied(
+    mesh: Mesh, body: dict[str, object]
+) -> None:
+    mesh.scripted.enqueue({"text": "Streamed once.", "first_token_delay_ms": 500})  # heartbeats
+    body = {**body, "client_message_id": "sse-1"}
+    async with httpx.AsyncClient(base_url=mesh.gateway_url, timeout=10) as http:
+        replies = [await http.post("/agent/message/stream", json=body) for _ in range(2)]
+    first, again = (
+        [json.loads(d) for e, d in parse_sse(r.text) if e != "comment"] for r in replies
+    )
+    assert "".join(e.get("token", "") for e in first) == "Streamed once."
+    assert first[-1]["status"] == "completed"
+    assert [(e["type"], e["status"]) for e in again] == [("done", "duplicate")]
+    assert again[0]["first_seq"] == first[0]["seq"]
+    session = str(body["session_id"])
+    assert await user_messages(mesh.client, session) == ["hi"]
+    assert len(mesh.scripted.requests) == 1
+
+
+async def test_the_ide_client_resends_a_message_with_the_id_it_first_had(mesh: Mesh) -> None:
+    mesh.scripted.enqueue({"text": "Once."})
+    client = await connect_ide(mesh.gateway_url, "ide-resend")
+    try:
+        message = {"type": "user_message", "content": "resent as is"}
+        sent = await client.send(message)
+        first = await client.until_done()
+        await client.send(message)  # the same dict: the same id
+        again = await client.until_done()
+        await client.user_message("resent as is", client_message_id=sent["client_message_id"])
+        third = await client.until_done()
+    finally:
+        await client.close()
+    assert text_of(first) == "Once." and sent is message
+    for repeat in (again, third):
+        assert [(e["type"], e["status"]) for e in repeat] == [("done", "duplicate")]
+        assert repeat[0]["first_seq"] == first[0]["seq"]
+    assert await user_messages(mesh.client, "ide-resend") == ["resent as is"]
+
+
+async def test_the_cli_resends_after_a_drop_with_the_id_it_first_went_out_with(
+    mesh: Mesh, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first send lands (its turn runs to the end), then the socket drops before the
+    sender learns it did: the CLI resumes and resends, with the same id, and the runtime
+    answers the resend as a duplicate."""
+    attempts: list[dict[str, Any]] = []
+    send = IdeConnection.send
+
+    async def lands_then_drops(ide: IdeConnection, message: Mapping[str, Any]) -> Event:
+        sent = await send(ide, message)
+        attempts.append(dict(sent))
+        if len(attempts) == 1:
+            await ide.until_done()  # landed; the CLI replays these events after the resume
+            ide.ws.transport.abort()
+            await ide.ws.wait_closed()
+            await ide.ws.send("{}")  # ConnectionClosed, as a send cut mid-way raises
+        return sent
+
+    monkeypatch.setattr(IdeConnection, "send", lands_then_drops)
+    mesh.scripted.enqueue({"text": "Applied once."})
+    connection = Connection(mesh.gateway_url, "cli-resend")
+    await connection.open(replay_after=0)
+    try:
+        await connection.send({"type": "user_message", "content": "land once"})
+        statuses: list[str] = []
+        async with asyncio.timeout(20):
+            while len(statuses) < 2:
+                event = await connection.next_event()
+                statuses += [str(event["status"])] if event["type"] == "done" else []
+    finally:
+        await connection.close()
+    assert connection.reconnects == 1
+    assert [a["content"] for a in attempts] == ["land once"] * 2
+    assert attempts[0]["client_message_id"] == attempts[1]["client_message_id"]
+    assert sorted(statuses) == ["completed", "duplicate"]
+    assert await user_messages(mesh.client, "cli-resend") == ["land once"]
+    assert len(mesh.scripted.requests) == 1

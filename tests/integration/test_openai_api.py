@@ -235,7 +235,7 @@ async def test_upstream_unavailable_is_a_503(mesh: Mesh, sdk: AsyncOpenAI) -> No
 async def test_unknown_model_is_not_found(sdk: AsyncOpenAI) -> None:
     with pytest.raises(openai.NotFoundError) as caught:
         await sdk.chat.completions.create(model="gpt-4o", messages=[user("hi")])
-    assert caught.value.code == "model_not_found"
+    assert caught.value.code == "AGENT_NOT_FOUND"
     assert isinstance(caught.value.body, dict) and caught.value.type == "invalid_request_error"
 
 
@@ -268,13 +268,13 @@ async def test_template_plus_session_header_continues(mesh: Mesh, sdk: AsyncOpen
 @pytest.mark.parametrize(
     ("body", "code"),
     [
-        (b"{not json", "invalid_json"),
-        (b'{"model": "coder", "messages": []}', "no_messages"),
-        (b'{"model": "coder"}', "no_messages"),
-        (b'{"messages": [{"role": "user", "content": "x"}]}', "missing_model"),
+        (b"{not json", "INVALID_MESSAGE"),
+        (b'{"model": "coder", "messages": []}', "MISSING_REQUIRED_FIELD"),
+        (b'{"model": "coder"}', "MISSING_REQUIRED_FIELD"),
+        (b'{"messages": [{"role": "user", "content": "x"}]}', "MISSING_REQUIRED_FIELD"),
         (
             b'{"model": "ask", "messages": [{"role": "tool", "tool_call_id": "c"}]}',
-            "session_required",
+            "MISSING_REQUIRED_FIELD",
         ),
     ],
 )
@@ -294,11 +294,12 @@ async def test_api_keys_and_session_ownership(database_url: str) -> None:
         alice = AsyncOpenAI(base_url=base, api_key="key-alice", max_retries=0)
         bob = AsyncOpenAI(base_url=base, api_key="key-bob", max_retries=0)
         stranger = AsyncOpenAI(base_url=base, api_key="wrong", max_retries=0)
-        with pytest.raises(openai.AuthenticationError):
+        with pytest.raises(openai.AuthenticationError) as refused:
             await stranger.models.list()
+        assert refused.value.code == "UNAUTHORIZED"
         mesh.scripted.enqueue({"text": "Mine."})
         first = await alice.chat.completions.create(model="ask", messages=[user("hi")])
         with pytest.raises(openai.NotFoundError) as caught:
             await bob.chat.completions.create(model=session_of(first), messages=[user("hi")])
-        assert caught.value.code == "model_not_found"
+        assert caught.value.code == "AGENT_NOT_FOUND"
         await asyncio.gather(alice.close(), bob.close(), stranger.close())
