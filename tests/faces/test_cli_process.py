@@ -62,6 +62,33 @@ async def test_json_mode_never_approves_what_hitl_flagged(mesh: Mesh, tmp_path: 
     assert "nobody could approve" in tool["content"]
 
 
+async def test_json_mode_rejects_a_patch_review_and_writes_nothing(
+    mesh: Mesh, tmp_path: Path
+) -> None:
+    patch = "--- a/app.py\n+++ b/app.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"
+    (tmp_path / "app.py").write_text("a = 1\n")
+    mesh.scripted.enqueue(
+        {"tool_calls": [{"name": "apply_patch_review", "arguments": {"patch": patch}}]},
+        {"tool_calls": [{"name": "apply_patch", "arguments": {"patch": patch}}]},
+        {"text": "Left as it was."},
+    )
+    code, events, _ = await codelab(
+        "-p", "bump a", "--json", "--agent", "coder", "--url", mesh.gateway_url, cwd=tmp_path
+    )
+    assert code == 0 and events[-1]["status"] == "completed"
+    assert (tmp_path / "app.py").read_text() == "a = 1\n"
+    review, apply = [e for e in events if e["type"] == "tool_call"]
+    assert review["requires_approval"] is False and apply["requires_approval"] is True
+    audit = await mesh.pool.fetch(
+        "select decision, tool_name from hitl.audit_log where session_id = $1 order by id",
+        events[-1]["session_id"],
+    )
+    assert [(r["decision"], r["tool_name"]) for r in audit] == [
+        ("reject", "apply_patch_review"),
+        ("reject", "apply_patch"),
+    ]
+
+
 async def test_ctrl_c_cancels_then_the_process_exits_130(mesh: Mesh, tmp_path: Path) -> None:
     mesh.scripted.enqueue({"text": "slow " * 200, "chunk_size": 5, "token_delay_ms": 50})
     process = await asyncio.create_subprocess_exec(
