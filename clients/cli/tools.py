@@ -7,7 +7,6 @@ Each tool takes the runtime's arguments (the catalog's JSON schemas) and returns
 from __future__ import annotations
 
 import shlex
-import shutil
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ class Toolbox:
         person: Person,
         *,
         command_timeout: float = commands.DEFAULT_TIMEOUT,
-        ripgrep: str | None = shutil.which("rg"),
+        ripgrep: str | None = search.RIPGREP,
     ) -> None:
         self.workspace = workspace
         self.person = person
