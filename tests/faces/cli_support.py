@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
+import json
 import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -95,3 +98,19 @@ def cli_env(**extra: str) -> dict[str, str]:
 
 
 CLI = [sys.executable, "-m", "clients.cli"]
+
+
+async def run_codelab(*args: str, cwd: Path, **env: str) -> tuple[int, list[dict[str, Any]], str]:
+    """``codelab ARGS`` in ``cwd``: its status, the JSON lines it printed, its stderr."""
+    process = await asyncio.create_subprocess_exec(
+        *CLI,
+        *args,
+        cwd=cwd,
+        env=cli_env(**env),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(60):
+        out, err = await process.communicate()
+    lines = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
+    return process.returncode or 0, lines, err.decode()

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 import httpx
-from playwright.async_api import Browser, Page, expect
+from playwright.async_api import Browser, expect
 
-from tests.faces.browser import playground
+from tests.faces.browser import playground, send, settled
 from tests.support.mesh import Mesh, running_mesh
 
 PLAN = {
@@ -19,17 +19,6 @@ PLAN = {
         {"description": "Read the API", "agent": "coder", "estimated_time": "5 min"},
     ],
 }
-
-
-async def send(page: Page, text: str, agent: str = "") -> None:
-    if agent:
-        await page.get_by_test_id("agent-choice").select_option(agent)
-    await page.get_by_test_id("message").fill(text)
-    await page.get_by_test_id("send").click()
-
-
-async def settled(page: Page, status: str = "completed") -> None:
-    await expect(page.get_by_test_id("connection")).to_have_attribute("data-status", status)
 
 
 async def test_the_page_is_served_as_static_files(mesh: Mesh) -> None:
