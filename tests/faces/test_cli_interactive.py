@@ -10,6 +10,8 @@ from pathlib import Path
 from tests.faces.pty_support import codelab_in_a_pty
 from tests.support.mesh import Mesh
 
+PROMPT = "orchestrator ›"  # the agent in charge between turns
+
 
 async def test_a_question_answered_then_the_session_resumed(mesh: Mesh, tmp_path: Path) -> None:
     (tmp_path / "main.py").write_text("print(1)\n")
@@ -23,10 +25,11 @@ async def test_a_question_answered_then_the_session_resumed(mesh: Mesh, tmp_path
         banner = await screen.expect("Ctrl-C cancels, Ctrl-D quits")
         (session,) = re.findall(r"session (cli-[0-9a-f]+) in ", banner)
         assert str(tmp_path) in banner.replace("\n", "")
-        await screen.expect("orchestrator ›")
+        await screen.expect(PROMPT)
         screen.type("what is in this folder?\r")
         await screen.expect("list_files")
         await screen.expect("Just main.py here.")
+        await screen.expect(PROMPT)  # typed before it, keys would meet a cooked terminal
         screen.type("/quit\r")
         await screen.expect(f"resume with: codelab --session {session}")
         assert await screen.process.wait() == 0
@@ -40,9 +43,10 @@ async def test_a_question_answered_then_the_session_resumed(mesh: Mesh, tmp_path
         assert "user: what is in this folder?" in history
         assert 'tool: ["main.py"]' in history
         assert "assistant: Just **main.py** here." in history
-        await screen.expect("›")
+        await screen.expect(PROMPT)
         screen.type("and now?\r")
         await screen.expect("Still the same project.")
+        await screen.expect(PROMPT)
         screen.type("\x04")  # Ctrl-D at the prompt quits
         await screen.expect(f"resume with: codelab --session {session}")
         assert await screen.process.wait() == 0
@@ -56,15 +60,17 @@ async def test_ctrl_c_at_an_approval_cancels_the_turn_and_codelab_goes_on(
     async with codelab_in_a_pty(
         "--agent", "coder", "--url", mesh.gateway_url, cwd=tmp_path
     ) as screen:
-        await screen.expect("Ctrl-D quits")
+        await screen.expect(PROMPT)
         screen.type("write a.py\r")
         await screen.expect("+x = 1")
         await screen.expect("allow?")
         screen.type("\x03")  # in raw mode a key, not SIGINT
         await screen.expect("cancelling… (Ctrl-C again to quit)")
         await screen.expect("turn cancelled")
+        await screen.expect("coder ›")  # cancelled where it stood: the coder still in charge
         screen.type("go on\r")
         await screen.expect("Next turn answered.")
+        await screen.expect(PROMPT)
         screen.type("/quit\r")
         await screen.expect("resume with: codelab --session")
         assert await screen.process.wait() == 0
