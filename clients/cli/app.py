@@ -17,7 +17,7 @@ from rich.table import Table
 
 from clients.cli.connection import Connection, Gateway
 from clients.cli.driver import Driver, exit_code
-from clients.cli.errors import CliError
+from clients.cli.errors import CliError, Interrupted
 from clients.cli.options import Options
 from clients.cli.person import Nobody, Person
 from clients.cli.terminal import TerminalPerson
@@ -49,7 +49,11 @@ def on_interrupt(handler: Callable[[], None]) -> Iterator[None]:
 
 
 async def follow_interruptibly(driver: Driver, turn: Callable[[], Any]) -> str:
-    """Run one turn; a second Ctrl-C ends it at once with ``cancelled``."""
+    """Run one turn; Ctrl-C cancels it and a second one ends it at once with ``quit``.
+
+    Ctrl-C arrives as SIGINT, or, at one of codelab's questions (prompt_toolkit reads it as a
+    key), as Interrupted out of the turn: the turn is then cancelled and followed to its end.
+    """
     task = asyncio.ensure_future(turn())
 
     def interrupted() -> None:
@@ -57,10 +61,15 @@ async def follow_interruptibly(driver: Driver, turn: Callable[[], Any]) -> str:
             task.cancel()
 
     with on_interrupt(interrupted):
-        try:
-            return str(await task)
-        except asyncio.CancelledError:
-            return "quit"
+        while True:
+            try:
+                return str(await task)
+            except asyncio.CancelledError:
+                return "quit"
+            except Interrupted:
+                if driver.interrupt():
+                    return "quit"
+                task = asyncio.ensure_future(driver.follow())
 
 
 async def ask_once(options: Options, prompt: str) -> int:
@@ -102,26 +111,35 @@ async def interactive(options: Options) -> int:
             await show_history(gateway, session_id, view)
         await driver.connection.open()
         view.note(f"session {session_id} in {workspace.root} — Ctrl-C cancels, Ctrl-D quits")
-        if options.session and await driver.recover(gateway):
-            await follow_interruptibly(driver, driver.follow)
-        while True:
-            try:
-                text = await prompts.prompt_async(f"{view.agent} › ")
-            except (EOFError, KeyboardInterrupt):
-                break
-            if not text.strip():
-                continue
-            if text.strip() in ("/quit", "/exit"):
-                break
-            turn = functools.partial(driver.say, text, agent_type=options.agent)
-            status = await follow_interruptibly(driver, turn)
-            if status == "quit":
-                break
+        await converse(driver, prompts, view, options, gateway)
     finally:
         await driver.connection.close()
         await gateway.close()
     view.note(f"resume with: codelab --session {session_id}")
     return 0
+
+
+async def converse(
+    driver: Driver,
+    prompts: PromptSession[str],
+    view: RichView,
+    options: Options,
+    gateway: Gateway,
+) -> None:
+    """Turns until ``/quit``, Ctrl-D or Ctrl-C at the prompt, or a second Ctrl-C in a turn."""
+    status = "idle"
+    if options.session:
+        status = await follow_interruptibly(driver, functools.partial(driver.resume, gateway))
+    while status != "quit":
+        try:
+            text = (await prompts.prompt_async(f"{view.agent} › ")).strip()
+        except (EOFError, KeyboardInterrupt):
+            return
+        if text in ("/quit", "/exit"):
+            return
+        if text:
+            turn = functools.partial(driver.say, text, agent_type=options.agent)
+            status = await follow_interruptibly(driver, turn)
 
 
 async def list_sessions(options: Options) -> int:

@@ -4,13 +4,14 @@ stops waiting for this IDE (the ``done`` statuses of the README)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from clients.cli.connection import Connection
 from clients.cli.errors import CliError
 from clients.cli.person import Person
 from clients.cli.preview import preview
-from clients.cli.tools import Toolbox
+from clients.cli.tools import ASK_THE_PERSON, Toolbox
 from clients.cli.view import Event, View
 from clients.cli.workspace import Workspace
 
@@ -107,9 +108,11 @@ class Driver:
         """Run a tool here and send its result (or its error)."""
         result: Any = None
         error: str | None = None
-        with self.view.tool_running(call):
+        tool_name = str(call["tool_name"])
+        asks = tool_name in ASK_THE_PERSON  # a spinner would draw over the question
+        with contextlib.nullcontext() if asks else self.view.tool_running(call):
             self._tool_task = asyncio.ensure_future(
-                self.toolbox.run(str(call["tool_name"]), call.get("arguments") or {})
+                self.toolbox.run(tool_name, call.get("arguments") or {})
             )
             try:
                 result = await self._tool_task
@@ -142,6 +145,11 @@ class Driver:
         self.view.note("cancelling… (Ctrl-C again to quit)")
         self._cancel = asyncio.ensure_future(self.connection.send({"type": "cancel"}))
         return False
+
+    async def resume(self, gateway: Any) -> str:
+        """On resuming a session: answer what waited, then follow the turn it resumed
+        (``idle`` when nothing waited)."""
+        return await self.follow() if await self.recover(gateway) else "idle"
 
     async def recover(self, gateway: Any) -> bool:
         """After (re)attaching: answer what waited while no IDE was here. True if anything did."""

@@ -49,3 +49,10 @@ class GatewayError(CliError):
     """The gateway refused a request or cannot be reached."""
 
     code = "SERVICE_UNAVAILABLE"
+
+
+class Interrupted(Exception):
+    """Ctrl-C (or Ctrl-D) at one of codelab's questions: the turn is cancelled, not codelab.
+
+    Not a CliError: it never becomes a tool's error, the driver cancels the turn instead.
+    """

@@ -95,8 +95,9 @@ def _apply_hunks(original: list[str], hunks: list[tuple[int, list[str]]], name: 
     return result
 
 
-def apply(workspace: Workspace, patch: str) -> list[str]:
-    """Apply ``patch``; returns the workspace paths it wrote or deleted."""
+def plan(workspace: Workspace, patch: str) -> list[tuple[Path, str | None]]:
+    """What ``patch`` would write (None: delete) per file, writing nothing; ToolFailed when a
+    hunk does not apply, PathRefused when a file is outside the workspace."""
     planned: list[tuple[Path, str | None]] = []
     for file in parse(patch):
         name = file.new if file.new != _NULL else file.old
@@ -113,6 +114,12 @@ def apply(workspace: Workspace, patch: str) -> list[str]:
                 original.pop()
         lines = _apply_hunks(original, file.hunks, name)
         planned.append((target, None if file.new == _NULL else "\n".join(lines) + "\n"))
+    return planned
+
+
+def apply(workspace: Workspace, patch: str) -> list[str]:
+    """Apply ``patch``; returns the workspace paths it wrote or deleted."""
+    planned = plan(workspace, patch)
     for target, content in planned:
         if content is None:
             target.unlink()

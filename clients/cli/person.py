@@ -1,7 +1,8 @@
 """The person at the terminal, as the turn driver sees them: answers to approvals and questions.
 
 The terminal implementation lives in ``terminal.py``; ``Nobody`` stands in for ``codelab -p``,
-where no one can approve: what hitl flagged is refused, never waved through.
+where no one can approve: what hitl flagged, and a patch put up for review, is refused,
+never waved through.
 """
 
 from __future__ import annotations
@@ -54,6 +55,23 @@ class PlanDecision:
         return out
 
 
+@dataclass(frozen=True)
+class PatchReview:
+    """keep (the patch as proposed) | edit (``patch``: what is kept) | reject (``feedback``)
+    for an ``apply_patch_review``; nothing is written, the model applies what was kept."""
+
+    decision: Literal["keep", "edit", "reject"]
+    patch: str | None = None
+    feedback: str | None = None
+
+    def result(self, proposed: str) -> dict[str, Any]:
+        """The ``tool_result`` the runtime reads as the person's review of ``proposed``."""
+        if self.decision == "reject":
+            return {"accepted": False, "feedback": self.feedback or "rejected in the review"}
+        kept = self.patch if self.decision == "edit" and self.patch is not None else proposed
+        return {"patch": kept}
+
+
 class Person(Protocol):
     """Who answers what the runtime cannot decide alone."""
 
@@ -62,6 +80,9 @@ class Person(Protocol):
 
     async def review_plan(self, request: Event, steps: list[Event]) -> PlanDecision:
         """A proposed plan (``plan_approval_required`` and its steps from ``plan_update``)."""
+
+    async def review_patch(self, patch: str, description: str | None) -> PatchReview:
+        """``apply_patch_review``: keep, edit or reject a patch (the runtime's approval)."""
 
     async def answer(self, question: str, options: list[str]) -> str:
         """``prompt_user``: a free answer, or one of ``options``."""
@@ -77,6 +98,9 @@ class Nobody:
 
     async def review_plan(self, request: Event, steps: list[Event]) -> PlanDecision:
         return PlanDecision("reject", feedback=self.reason)
+
+    async def review_patch(self, patch: str, description: str | None) -> PatchReview:
+        return PatchReview("reject", feedback=self.reason)
 
     async def answer(self, question: str, options: list[str]) -> str:
         raise NoPerson(f"nobody is at the terminal to answer {question!r}")

@@ -72,7 +72,7 @@ async def edit_arguments(call: dict[str, Any], editor: list[str] | None = None) 
     text = (
         arguments["content"] if as_content else json.dumps(arguments, indent=2, ensure_ascii=False)
     )
-    edited = await asyncio.to_thread(_edit_text, text, suffix, editor or editor_command())
+    edited = await edit_text(text, suffix, editor)
     if as_content:
         return {**arguments, "content": edited}
     try:
@@ -82,6 +82,11 @@ async def edit_arguments(call: dict[str, Any], editor: list[str] | None = None) 
     if not isinstance(value, dict):
         raise ToolFailed("the edited arguments must be a JSON object")
     return value
+
+
+async def edit_text(text: str, suffix: str, editor: list[str] | None = None) -> str:
+    """``text`` as the person saved it in the editor (a file named ``*suffix``)."""
+    return await asyncio.to_thread(_edit_text, text, suffix, editor or editor_command())
 
 
 def _edit_text(text: str, suffix: str, editor: list[str]) -> str:

@@ -1,4 +1,9 @@
-"""search_in_code and search_in_project: ripgrep when it is installed, else plain Python."""
+"""search_in_code and search_in_project: ripgrep when it is installed, else plain Python.
+
+Both give the same answer: the same files (hidden ones too, never through a symlink, never
+in SKIPPED_DIRS, never binary ones), in the same order (``rg --sort path``: each folder's
+entries by name, depth first), the same lines. ripgrep is only the faster way there.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,9 @@ import fnmatch
 import json
 import os
 import re
+import shutil
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,37 +25,65 @@ MAX_LINE = 300
 SKIPPED_DIRS = frozenset({".git", ".hg", ".venv", "node_modules", "__pycache__", ".mypy_cache"})
 
 
-def _walk(base: Path) -> list[Path]:
-    files: list[Path] = []
-    for folder, dirs, names in os.walk(base):
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
-        files.extend(Path(folder) / name for name in sorted(names))
-    return files
+def find_ripgrep() -> str | None:
+    """``rg`` on the PATH, else beside this Python (the ``ripgrep`` wheel of the dev extras,
+    when codelab runs from a venv that is not activated)."""
+    beside = Path(sys.executable).parent / "rg"
+    return shutil.which("rg") or (str(beside) if os.access(beside, os.X_OK) else None)
+
+
+RIPGREP = find_ripgrep()
+"""The ``rg`` codelab uses (None: the Python path)."""
+
+
+def walk(base: Path) -> Iterator[Path]:
+    """The files under ``base``, as ripgrep visits them (symlinks are not followed)."""
+    with os.scandir(base) as scan:
+        entries = sorted(scan, key=lambda entry: entry.name)
+    for entry in entries:
+        if entry.is_symlink():
+            continue
+        if entry.is_dir():
+            if entry.name not in SKIPPED_DIRS:
+                yield from walk(Path(entry.path))
+        elif entry.is_file():
+            yield Path(entry.path)
+
+
+def _match(workspace: Workspace, path: Path, number: int, line: str) -> dict[str, Any]:
+    text = line.rstrip("\r\n")[:MAX_LINE]
+    return {"path": workspace.relative(path), "line": number, "text": text}
+
+
+def _pattern(query: str) -> re.Pattern[str] | None:
+    """``query`` as a regular expression; None when it is not one (it is then literal text)."""
+    try:
+        return re.compile(query)
+    except re.error:
+        return None
 
 
 def python_search(
     workspace: Workspace, query: str, base: Path, file_pattern: str | None, limit: int
 ) -> list[dict[str, Any]]:
     """Lines matching ``query`` (a regular expression, or literal text when it is not one)."""
-    try:
-        pattern = re.compile(query)
-    except re.error:
-        pattern = re.compile(re.escape(query))
+    pattern = _pattern(query) or re.compile(re.escape(query))
     matches: list[dict[str, Any]] = []
-    for path in _walk(base) if base.is_dir() else [base]:
+    for path in walk(base) if base.is_dir() else [base]:
         if file_pattern and not fnmatch.fnmatch(path.name, file_pattern):
             continue
         try:
-            if path.is_symlink() and workspace.root not in path.resolve().parents:
-                continue
-            text = path.read_text(encoding="utf-8")
+            text = path.read_bytes().decode("utf-8")  # "\r\n" kept, as ripgrep reads it
         except (UnicodeDecodeError, OSError):
             continue
-        for number, line in enumerate(text.splitlines(), 1):
+        if "\x00" in text:  # binary, as ripgrep judges it
+            continue
+        lines = text.split("\n")  # ripgrep's lines: "\n" ends one, "\r" stays in it
+        if lines[-1] == "":
+            lines.pop()
+        for number, line in enumerate(lines, 1):
             if pattern.search(line):
-                matches.append(
-                    {"path": workspace.relative(path), "line": number, "text": line[:MAX_LINE]}
-                )
+                matches.append(_match(workspace, path, number, line))
                 if len(matches) >= limit:
                     return matches
     return matches
@@ -56,25 +92,38 @@ def python_search(
 async def ripgrep_search(
     rg: str, workspace: Workspace, query: str, base: Path, file_pattern: str | None, limit: int
 ) -> list[dict[str, Any]]:
-    """The same answer from ``rg --json`` (faster on big trees, honours .gitignore)."""
-    args = [rg, "--json", "--max-count", str(limit), "-e", query]
+    """The same answer from ``rg --json``; a query ripgrep's regex engine refuses
+    (look-around, back-references) or a failed run is answered by ``python_search``."""
+    args = [rg, "--json", "--sort", "path", "--hidden", "--no-ignore", "--no-config"]
+    args += ["--max-count", str(limit)]
+    args += ["-e", query] if _pattern(query) else ["--fixed-strings", "-e", query]
     if file_pattern:
         args += ["--glob", file_pattern]
+    args += [f"--glob=!{name}/" for name in sorted(SKIPPED_DIRS)]  # folders only; later wins
     process = await asyncio.create_subprocess_exec(
-        *args, str(base), cwd=workspace.root, stdout=asyncio.subprocess.PIPE
+        *args,
+        "--",
+        str(base),
+        cwd=workspace.root,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     stdout, _ = await process.communicate()
+    if process.returncode not in (0, 1):  # 1: nothing matched
+        return python_search(workspace, query, base, file_pattern, limit)
     matches: list[dict[str, Any]] = []
     for raw in stdout.splitlines():
         record = json.loads(raw)
-        if record.get("type") != "match":
+        data = record.get("data") or {}
+        if record.get("type") != "match" or "text" not in data["path"]:
             continue
-        data = record["data"]
         path = workspace.root / data["path"]["text"]
-        text = data["lines"].get("text", "").rstrip("\n")
-        matches.append(
-            {"path": workspace.relative(path), "line": data["line_number"], "text": text[:MAX_LINE]}
-        )
+        if file_pattern and not fnmatch.fnmatch(path.name, file_pattern):
+            continue  # rg's globs also match folders; the Python path matches file names
+        line = data["lines"].get("text")
+        if line is not None:
+            matches.append(_match(workspace, path, data["line_number"], line))
         if len(matches) >= limit:
             break
     return matches
@@ -85,7 +134,7 @@ def project_files(workspace: Workspace, query: str, limit: int) -> list[str]:
     needle = query.lower()
     found = [
         workspace.relative(path)
-        for path in _walk(workspace.root)
+        for path in walk(workspace.root)
         if needle in workspace.relative(path).lower()
     ]
     return found[:limit]

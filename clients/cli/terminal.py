@@ -6,15 +6,20 @@ from collections.abc import Sequence
 
 from prompt_toolkit import PromptSession
 
-from clients.cli.errors import CliError
-from clients.cli.person import CallDecision, Event, PlanDecision
-from clients.cli.preview import edit_arguments, preview
+from clients.cli import patches
+from clients.cli.errors import CliError, Interrupted
+from clients.cli.person import CallDecision, Event, PatchReview, PlanDecision
+from clients.cli.preview import edit_arguments, edit_text, preview
 from clients.cli.view import STEP_MARKS, RichView
 from clients.cli.workspace import Workspace
 
 
 class TerminalPerson:
-    """Asks with one key per choice; ``edit`` opens ``$EDITOR`` on the arguments."""
+    """Asks with one key per choice; ``edit`` opens ``$EDITOR`` on the arguments.
+
+    prompt_toolkit reads Ctrl-C (and Ctrl-D) at a question as a key; either raises
+    Interrupted, which cancels the turn like Ctrl-C anywhere else.
+    """
 
     def __init__(
         self,
@@ -28,12 +33,19 @@ class TerminalPerson:
         self.prompts: PromptSession[str] = session or PromptSession()
         self.editor = editor
 
+    async def ask(self, message: str) -> str:
+        """One line from the person; Interrupted on Ctrl-C or Ctrl-D."""
+        try:
+            return await self.prompts.prompt_async(message)
+        except (KeyboardInterrupt, EOFError) as stopped:
+            raise Interrupted(message) from stopped
+
     async def choose(self, question: str, choices: Sequence[str]) -> str:
         """One of ``choices``, by its first letter or in full."""
         keys = {choice[0]: choice for choice in choices}
         hint = " / ".join(f"[{c[0]}]{c[1:]}" for c in choices)
         while True:
-            raw = (await self.prompts.prompt_async(f"{question} {hint} › ")).strip().lower()
+            raw = (await self.ask(f"{question} {hint} › ")).strip().lower()
             picked = keys.get(raw[:1]) if raw else None
             if picked is not None and (len(raw) == 1 or picked.startswith(raw)):
                 return picked
@@ -50,8 +62,7 @@ class TerminalPerson:
             if choice == "approve":
                 return CallDecision("approve")
             if choice == "reject":
-                feedback = await self.prompts.prompt_async("why (the model reads this) › ")
-                return CallDecision("reject", feedback=feedback.strip() or None)
+                return CallDecision("reject", feedback=await self.feedback("why"))
             try:
                 edited = await edit_arguments(call, self.editor)
             except CliError as failure:
@@ -61,6 +72,28 @@ class TerminalPerson:
             if await self.choose("send the edited call?", ("yes", "no")) == "yes":
                 return CallDecision("edit", arguments=edited)
 
+    async def review_patch(self, patch: str, description: str | None) -> PatchReview:
+        self.view.print(
+            f"patch review: {description or 'proposed change'} (nothing is written yet)",
+            style="yellow",
+        )
+        self.view.diff(patch)
+        while True:
+            choice = await self.choose("keep this patch?", ("keep", "edit", "reject"))
+            if choice == "keep":
+                return PatchReview("keep")
+            if choice == "reject":
+                return PatchReview("reject", feedback=await self.feedback("why"))
+            try:
+                edited = await edit_text(patch, ".diff", self.editor)
+                patches.plan(self.workspace, edited)
+            except CliError as failure:
+                self.view.note(f"edit failed: {failure.message}")
+                continue
+            self.view.diff(edited)
+            if await self.choose("keep the edited patch?", ("yes", "no")) == "yes":
+                return PatchReview("edit", patch=edited)
+
     async def review_plan(self, request: Event, steps: list[Event]) -> PlanDecision:
         for step in steps:
             mark = STEP_MARKS.get(str(step.get("status")), "[ ]")
@@ -68,16 +101,18 @@ class TerminalPerson:
         choice = await self.choose("run this plan?", ("approve", "modify", "reject"))
         if choice == "approve":
             return PlanDecision("approve")
-        feedback = await self.prompts.prompt_async(
-            "what should change › " if choice == "modify" else "why › "
-        )
-        return PlanDecision(choice, feedback=feedback.strip() or None)  # type: ignore[arg-type]
+        feedback = await self.feedback("what should change" if choice == "modify" else "why")
+        return PlanDecision(choice, feedback=feedback)  # type: ignore[arg-type]
+
+    async def feedback(self, question: str) -> str | None:
+        """Free text for the model (None when the person typed nothing)."""
+        return (await self.ask(f"{question} (the model reads this) › ")).strip() or None
 
     async def answer(self, question: str, options: list[str]) -> str:
         self.view.print(question, style="bold")
         for number, option in enumerate(options, 1):
             self.view.print(f"  {number}. {option}")
-        raw = (await self.prompts.prompt_async("answer › ")).strip()
+        raw = (await self.ask("answer › ")).strip()
         if raw.isdigit() and 1 <= int(raw) <= len(options):
             return options[int(raw) - 1]
         return raw

@@ -7,7 +7,6 @@ Each tool takes the runtime's arguments (the catalog's JSON schemas) and returns
 from __future__ import annotations
 
 import shlex
-import shutil
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,8 @@ from clients.cli.workspace import Workspace
 
 Tool = Callable[[dict[str, Any]], Awaitable[Any]]
 MAX_READ = 512 * 1024
+ASK_THE_PERSON = frozenset({"prompt_user", "apply_patch_review"})
+"""Tools that are a question to the person (no spinner while they run)."""
 
 
 class Toolbox:
@@ -30,7 +31,7 @@ class Toolbox:
         person: Person,
         *,
         command_timeout: float = commands.DEFAULT_TIMEOUT,
-        ripgrep: str | None = shutil.which("rg"),
+        ripgrep: str | None = search.RIPGREP,
     ) -> None:
         self.workspace = workspace
         self.person = person
@@ -46,7 +47,7 @@ class Toolbox:
             "execute_command": self.execute_command,
             "run_command": self.execute_command,
             "apply_patch": self.apply_patch,
-            "apply_patch_review": self.apply_patch,
+            "apply_patch_review": self.apply_patch_review,
             "git.diff": self.git_diff,
             "prompt_user": self.prompt_user,
         }
@@ -131,6 +132,15 @@ class Toolbox:
 
     async def apply_patch(self, arguments: dict[str, Any]) -> dict[str, Any]:
         return {"applied": patches.apply(self.workspace, str(arguments["patch"]))}
+
+    async def apply_patch_review(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The person's review, which the runtime records as the approval; writes nothing
+        (the model then calls ``apply_patch`` with what was kept)."""
+        patch = str(arguments["patch"])
+        patches.plan(self.workspace, patch)  # a patch that cannot apply is not put to anyone
+        description = arguments.get("description")
+        review = await self.person.review_patch(patch, str(description) if description else None)
+        return review.result(patch)
 
     async def git_diff(self, arguments: dict[str, Any]) -> str:
         command = "git diff --no-color" + (" --staged" if arguments.get("staged") else "")

@@ -58,3 +58,16 @@ async def playground(browser: Browser, gateway_url: str, session_id: str) -> Asy
         yield page
     finally:
         await context.close()
+
+
+async def send(page: Page, text: str, agent: str = "") -> None:
+    """Type ``text`` in the composer (``agent`` picked, else routed) and send it."""
+    if agent:
+        await page.get_by_test_id("agent-choice").select_option(agent)
+    await page.get_by_test_id("message").fill(text)
+    await page.get_by_test_id("send").click()
+
+
+async def settled(page: Page, status: str = "completed") -> None:
+    """Wait for the turn's ``done`` with ``status``."""
+    await expect(page.get_by_test_id("connection")).to_have_attribute("data-status", status)

@@ -10,8 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from clients.cli.driver import Driver
-from clients.cli.person import CallDecision, PlanDecision
+from clients.cli.person import CallDecision, PatchReview, PlanDecision
 from tests.faces.cli_support import codelab
 from tests.support.ide import ide, of
 from tests.support.mesh import Mesh
@@ -90,6 +92,74 @@ async def test_a_refused_path_reaches_the_model_as_an_error(mesh: Mesh, tmp_path
         in tool_messages(mesh)[-1]["content"]
     )
     assert "✗ read_file: FILE_RESTRICTION_ERROR" in cli.text
+
+
+PATCH = "--- a/app.py\n+++ b/app.py\n@@ -1,2 +1,2 @@\n-a = 1\n+a = 2\n b = 1\n"
+KEPT = "--- a/app.py\n+++ b/app.py\n@@ -1,2 +1,2 @@\n-a = 1\n+a = 3\n b = 1\n"
+
+
+def patch_turn(reviewed: str) -> tuple[dict[str, Any], ...]:
+    """The model puts PATCH up for review, then applies what the review kept."""
+    return (
+        {"tool_calls": [{"name": "apply_patch_review", "arguments": {"patch": PATCH}}]},
+        {"tool_calls": [{"name": "apply_patch", "arguments": {"patch": reviewed}}]},
+        {"text": "Applied what you kept."},
+    )
+
+
+@pytest.mark.parametrize(
+    ("review", "applied", "decision", "a"),
+    [
+        (PatchReview("keep"), PATCH, "approve", "a = 2"),
+        (PatchReview("edit", patch=KEPT), KEPT, "edit", "a = 3"),
+    ],
+)
+async def test_a_patch_review_asks_once_and_the_kept_patch_is_written_once(
+    mesh: Mesh, tmp_path: Path, review: PatchReview, applied: str, decision: str, a: str
+) -> None:
+    app = tmp_path / "app.py"
+    app.write_text("a = 1\nb = 1\n")
+    mesh.scripted.enqueue(*patch_turn(applied))
+    session = f"cli-review-{decision}"
+    async with codelab(mesh, tmp_path, session) as cli:
+        cli.person.reviews.append(review)
+        assert await cli.driver.say("bump a", agent_type="coder") == "completed"
+    assert cli.person.reviewed == [PATCH] and not cli.person.previews  # no second question
+    # Had the review written anything, apply_patch would have failed on the changed file.
+    results = [json.loads(m["content"]) for m in tool_messages(mesh)]
+    assert results == [{"decision": decision, "patch": applied}, {"applied": ["app.py"]}]
+    assert app.read_text() == f"{a}\nb = 1\n"
+    audit = await mesh.pool.fetch(
+        "select decision, event_type from hitl.audit_log where session_id = $1", session
+    )
+    assert [(r["decision"], r["event_type"]) for r in audit] == [(decision, "patch_review")]
+    assert "error" not in cli.text
+
+
+async def test_a_patch_rejected_in_review_writes_nothing(mesh: Mesh, tmp_path: Path) -> None:
+    (tmp_path / "app.py").write_text("a = 1\nb = 1\n")
+    mesh.scripted.enqueue(
+        {"tool_calls": [{"name": "apply_patch_review", "arguments": {"patch": PATCH}}]},
+        {"text": "Dropped it."},
+    )
+    async with codelab(mesh, tmp_path, "cli-review-reject") as cli:
+        cli.person.reviews.append(PatchReview("reject", feedback="a stays 1"))
+        assert await cli.driver.say("bump a", agent_type="coder") == "completed"
+    assert (tmp_path / "app.py").read_text() == "a = 1\nb = 1\n"
+    told = tool_messages(mesh)[-1]["content"]
+    assert "rejected the whole patch" in told and "a stays 1" in told
+
+
+async def test_a_patch_that_cannot_apply_is_not_put_to_review(mesh: Mesh, tmp_path: Path) -> None:
+    (tmp_path / "app.py").write_text("a = 5\n")
+    mesh.scripted.enqueue(
+        {"tool_calls": [{"name": "apply_patch_review", "arguments": {"patch": PATCH}}]},
+        {"text": "It did not apply."},
+    )
+    async with codelab(mesh, tmp_path, "cli-review-stale") as cli:
+        assert await cli.driver.say("bump a", agent_type="coder") == "completed"
+    assert not cli.person.reviewed
+    assert "app.py: the hunk at line 1 does not match" in tool_messages(mesh)[-1]["content"]
 
 
 async def test_a_plan_approved_ticks_its_checklist(mesh: Mesh, tmp_path: Path) -> None:

@@ -1,14 +1,15 @@
 """/playground in a real Chromium against the mesh: a streamed answer, a write approved with an
-edit, a plan approved and completed, a reload that resumes, and API keys."""
+edit, a plan approved and completed, a reload that resumes, API keys, a patch review, and
+reasoning in the inspector."""
 
 from __future__ import annotations
 
 import json
 
 import httpx
-from playwright.async_api import Browser, Page, expect
+from playwright.async_api import Browser, expect
 
-from tests.faces.browser import playground
+from tests.faces.browser import playground, send, settled
 from tests.support.mesh import Mesh, running_mesh
 
 PLAN = {
@@ -18,17 +19,6 @@ PLAN = {
         {"description": "Read the API", "agent": "coder", "estimated_time": "5 min"},
     ],
 }
-
-
-async def send(page: Page, text: str, agent: str = "") -> None:
-    if agent:
-        await page.get_by_test_id("agent-choice").select_option(agent)
-    await page.get_by_test_id("message").fill(text)
-    await page.get_by_test_id("send").click()
-
-
-async def settled(page: Page, status: str = "completed") -> None:
-    await expect(page.get_by_test_id("connection")).to_have_attribute("data-status", status)
 
 
 async def test_the_page_is_served_as_static_files(mesh: Mesh) -> None:
@@ -165,3 +155,63 @@ async def test_with_api_keys_the_key_is_entered_once(database_url: str, browser:
         await page.reload()
         assert await page.get_by_test_id("api-key").input_value() == "k-web"
         await expect(page.get_by_test_id("assistant")).to_contain_text("Keyed.")
+
+
+PATCH = "--- a/app.py\n+++ b/app.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"
+
+
+async def test_a_patch_review_card_keeps_or_rejects(mesh: Mesh, browser: Browser) -> None:
+    review = {"tool_calls": [{"name": "apply_patch_review", "arguments": {"patch": PATCH}}]}
+    mesh.scripted.enqueue(
+        review,
+        {"tool_calls": [{"name": "apply_patch", "arguments": {"patch": PATCH}}]},
+        {"text": "Applied."},
+        review,
+        {"text": "Dropped."},
+    )
+    async with playground(browser, mesh.gateway_url, "web-review") as page:
+        await send(page, "bump a", agent="coder")
+        card = page.get_by_test_id("review-card")
+        await expect(card.locator(".diff .del")).to_have_text("- a = 1")
+        await expect(card.locator(".diff .add")).to_have_text("+ a = 2")
+        await card.get_by_test_id("review-keep").click()
+        tool = page.get_by_test_id("tool-card")  # the kept patch applies without a question
+        await expect(tool).to_contain_text("apply_patch")
+        await expect(page.get_by_test_id("approval-card")).to_have_count(0)
+        await tool.get_by_test_id("simulate").click()
+        await settled(page)
+        await send(page, "bump a again", agent="coder")
+        await card.get_by_test_id("review-feedback").fill("a stays 1")
+        await card.get_by_test_id("review-reject").click()
+        await expect(page.get_by_test_id("assistant").last).to_contain_text("Dropped.")
+    audit = await mesh.pool.fetch(
+        "select decision, event_type from hitl.audit_log"
+        " where session_id = 'web-review' order by id"
+    )
+    assert [(r["decision"], r["event_type"]) for r in audit] == [
+        ("approve", "patch_review"),
+        ("reject", "patch_review"),
+    ]
+    told = [m for m in mesh.scripted.requests[-1]["messages"] if m["role"] == "tool"][-1]
+    assert "rejected the whole patch" in told["content"] and "a stays 1" in told["content"]
+
+
+async def test_reasoning_shows_in_the_inspector_and_dimmed_in_the_chat(
+    mesh: Mesh, browser: Browser
+) -> None:
+    thought = "The user greets me, so I greet back."
+    mesh.scripted.enqueue({"reasoning": thought, "text": "Hello!", "token_delay_ms": 5})
+    async with playground(browser, mesh.gateway_url, "web-think") as page:
+        await send(page, "hi", agent="ask")
+        await settled(page)
+        await expect(page.get_by_test_id("reasoning")).to_have_text(thought)
+        await expect(page.get_by_test_id("assistant")).to_contain_text("Hello!")
+        kinds = await page.locator("#chat .msg").evaluate_all(
+            "nodes => nodes.map(n => n.className)"
+        )
+        assert kinds.index("msg reasoning") < kinds.index("msg assistant")
+        rows = page.locator(
+            "#events tbody tr", has=page.locator("td:nth-child(2)", has_text="reasoning")
+        )
+        tokens = [json.loads(text)["token"] for text in await rows.locator("pre").all_inner_texts()]
+        assert "".join(reversed(tokens)) == thought  # the inspector shows the newest first

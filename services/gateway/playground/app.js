@@ -39,8 +39,8 @@
       if (item.kind === "assistant") {
         node.dataset.testid = "assistant";
         node.innerHTML = '<div class="who">' + window.escapeHtml(item.who || "assistant") + "</div>" + window.renderMarkdown(item.text);
-      } else if (item.kind === "user") {
-        node.dataset.testid = "user";
+      } else if (item.kind === "user" || item.kind === "reasoning") {
+        node.dataset.testid = item.kind;
         node.textContent = item.text;
       } else {
         node.textContent = item.text;
@@ -124,6 +124,29 @@
     node.querySelector("[data-testid=reject]").onclick = function () {
       decide(call, "reject", { feedback: node.querySelector("[data-testid=feedback]").value });
     };
+  }
+  // apply_patch_review: the person's answer is the approval; the page writes nothing.
+  function reviewCard(call) {
+    const args = call.arguments || {};
+    const node = card(call.call_id, "review",
+      "<strong>Patch review</strong> " + window.escapeHtml(args.description || "") +
+      ' <span class="muted">nothing is written: the model applies what you keep</span>' + preview(call) +
+      '<textarea data-testid="review-patch" rows="6" hidden>' + window.escapeHtml(String(args.patch || "")) + "</textarea>" +
+      '<input data-testid="review-feedback" placeholder="feedback for the model (reject)">' +
+      ' <button data-testid="review-keep">Keep</button> <button data-testid="review-edit">Edit</button>' +
+      ' <button data-testid="review-reject">Reject</button>');
+    node.dataset.testid = "review-card";
+    const patch = node.querySelector("[data-testid=review-patch]");
+    node.querySelector("[data-testid=review-edit]").onclick = function () { patch.hidden = false; };
+    node.querySelector("[data-testid=review-keep]").onclick = function () { answer(call, { patch: patch.value }); };
+    node.querySelector("[data-testid=review-reject]").onclick = function () {
+      const feedback = node.querySelector("[data-testid=review-feedback]").value;
+      answer(call, { accepted: false, feedback: feedback || "rejected in the review" });
+    };
+  }
+  // A call the page runs: a review, or a tool answered by hand (or simulated).
+  function ideCard(call) {
+    if (call.tool_name === "apply_patch_review") { reviewCard(call); } else { toolCard(call); }
   }
   function decide(call, decision, extra) {
     send(Object.assign({ type: "hitl_decision", call_id: call.call_id, decision: decision }, extra || {}));
@@ -209,12 +232,17 @@
           say("assistant", event.content, { who: event.agent, messageId: event.message_id });
         }
         break;
+      case "reasoning":
+        if (last && last.kind === "reasoning" && last.messageId === event.message_id) { last.text += event.token || ""; }
+        else { page.state.transcript.push({ kind: "reasoning", text: event.token || "", messageId: event.message_id }); }
+        renderTranscript();
+        break;
       case "agent_switched":
         page.state.agent = event.to_agent;
         page.state.switches.push({ from: event.from_agent, to: event.to_agent, reason: event.reason });
         break;
       case "tool_call":
-        if (event.requires_approval) { approvalCard(event); } else { toolCard(event); }
+        if (event.requires_approval) { approvalCard(event); } else { ideCard(event); }
         break;
       case "plan_approval_required": planCard(event); break;
       case "plan_update": page.state.steps = event.steps || []; break;
@@ -303,7 +331,7 @@
       const records = await api("/sessions/" + sid + "/records");
       records.records.executions.forEach(function (run) {
         if (run.state === "dispatched") {
-          toolCard({ call_id: run.execution_id, tool_name: run.tool_name, arguments: run.arguments, plan_id: run.plan_id, step_id: run.step_id });
+          ideCard({ call_id: run.execution_id, tool_name: run.tool_name, arguments: run.arguments, plan_id: run.plan_id, step_id: run.step_id });
         }
       });
     } catch (error) { /* a session nobody has used yet has nothing waiting */ }

@@ -30,6 +30,7 @@
   function patchLines(patch) {
     return patch.replace(/\n$/, "").split("\n").map(function (line) {
       const head = line.charAt(0);
+      if (/^(---|\+\+\+|@@) /.test(line)) { return [" ", line]; }  // headers, not changes
       return [head === "+" || head === "-" ? head : " ", line.slice(1)];
     });
   }
