@@ -12,19 +12,12 @@ from tests.support.budget import all_fit, small_window, source_file
 from tests.support.databases import add_template
 from tests.support.ide import Event, Ide, ide, of, text_of
 from tests.support.mesh import Mesh, running_mesh
+from tests.support.templates import lead_template
 
 FILES, LINES = 8, 160
 """Large reads in one task (about 2,600 tokens each): more than the window holds."""
 SUMMARY = "Summary: the handlers read so far all take (request, context)."
-LEAD = {
-    "name": "lead",
-    "display_name": "Lead Agent",
-    "description": "Splits work and delegates to specialists",
-    "system_prompt": "You are the lead. Delegate questions to the ask agent.",
-    "allowed_tools": ["read_file", "agent.ask"],
-    "llm": {},
-    "execution": {"max_iterations": 10, "max_tool_calls": 20, "max_invalid_arguments": 3},
-}
+LEAD = lead_template("agent.ask")
 
 
 @pytest.fixture

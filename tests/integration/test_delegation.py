@@ -10,16 +10,9 @@ import pytest
 from tests.support.databases import add_template
 from tests.support.ide import ide, of, text_of
 from tests.support.mesh import Mesh, running_mesh
+from tests.support.templates import lead_template
 
-LEAD = {
-    "name": "lead",
-    "display_name": "Lead Agent",
-    "description": "Splits work and delegates to specialists",
-    "system_prompt": "You are the lead. Delegate questions to the ask agent.",
-    "allowed_tools": ["read_file", "agent.ask", "agent.debug"],
-    "llm": {},
-    "execution": {"max_iterations": 10, "max_tool_calls": 20, "max_invalid_arguments": 3},
-}
+LEAD = lead_template("agent.ask", "agent.debug")
 
 
 @pytest.fixture

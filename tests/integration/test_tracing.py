@@ -5,29 +5,16 @@ calls, tool calls and approvals as spans, and no span per token."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from services.common import tracing
 from tests.support.ide import ide, of
 from tests.support.mesh import Mesh, running_mesh
 from tests.support.templates import update_template
-
-
-@pytest.fixture
-def exporter() -> Iterator[InMemorySpanExporter]:
-    memory = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    tracing.use(provider)
-    yield memory
-    tracing.use(None)
-    provider.shutdown()
 
 
 @pytest.fixture
