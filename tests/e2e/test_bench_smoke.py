@@ -45,6 +45,7 @@ FIGURES = (
     "Tool search",
     "SearchTools over",
     "ListTools of the whole catalog",
+    "first SearchTools after the import",
     "more tools (to",
     "Persistence",
     "events committed",
