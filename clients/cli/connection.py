@@ -16,7 +16,6 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from clients.cli.errors import GatewayError
 from clients.python.ide import Event, IdeConnection, connect_ide
-from clients.python.ids import with_client_id
 
 RECONNECT_ATTEMPTS = 8
 # Close code of a refusal (RFC 6455): the gateway sends it for a missing or wrong API key.
@@ -70,7 +69,7 @@ class Connection:
         """Send one message; when the socket drops, resume and resend it with the
         ``client_message_id`` it first went out with (it may have landed: the runtime
         applies it once)."""
-        sent = with_client_id(dict(message))
+        sent = dict(message)  # IdeConnection.send gives it its id, kept for the resend
         try:
             await self._socket().send(sent)
         except ConnectionClosed as closed:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 from prompt_toolkit import PromptSession
 
@@ -12,6 +13,8 @@ from clients.cli.person import CallDecision, Event, PatchReview, PlanDecision
 from clients.cli.preview import edit_arguments, edit_text, preview
 from clients.cli.view import STEP_MARKS, RichView
 from clients.cli.workspace import Workspace
+
+T = TypeVar("T")
 
 
 class TerminalPerson:
@@ -52,47 +55,61 @@ class TerminalPerson:
             self.view.note(f"answer one of: {', '.join(choices)}")
 
     async def review_call(self, call: Event, shown: str) -> CallDecision:
-        self.view.print(
+        async def edit() -> dict[str, Any]:
+            return await edit_arguments(call, self.editor)
+
+        choice, feedback, edited = await self._review(
             f"approval needed: {call.get('tool_name')} ({call.get('reason') or 'policy'})",
-            style="yellow",
+            shown,
+            ("allow?", ("approve", "edit", "reject"), "send the edited call?"),
+            edit,
+            lambda arguments: preview(self.workspace, {**call, "arguments": arguments}),
         )
-        self.view.diff(shown)
-        while True:
-            choice = await self.choose("allow?", ("approve", "edit", "reject"))
-            if choice == "approve":
-                return CallDecision("approve")
-            if choice == "reject":
-                return CallDecision("reject", feedback=await self.feedback("why"))
-            try:
-                edited = await edit_arguments(call, self.editor)
-            except CliError as failure:
-                self.view.note(f"edit failed: {failure.message}")
-                continue
-            self.view.diff(preview(self.workspace, {**call, "arguments": edited}))
-            if await self.choose("send the edited call?", ("yes", "no")) == "yes":
-                return CallDecision("edit", arguments=edited)
+        return CallDecision(choice, arguments=edited, feedback=feedback)  # type: ignore[arg-type]
 
     async def review_patch(self, patch: str, description: str | None) -> PatchReview:
-        self.view.print(
+        async def edit() -> str:
+            edited = await edit_text(patch, ".diff", self.editor)
+            patches.plan(self.workspace, edited)  # an edit must still apply
+            return edited
+
+        choice, feedback, edited = await self._review(
             f"patch review: {description or 'proposed change'} (nothing is written yet)",
-            style="yellow",
+            patch,
+            ("keep this patch?", ("keep", "edit", "reject"), "keep the edited patch?"),
+            edit,
+            str,  # the edited patch is its own diff
         )
-        self.view.diff(patch)
+        return PatchReview(choice, patch=edited, feedback=feedback)  # type: ignore[arg-type]
+
+    async def _review(
+        self,
+        header: str,
+        shown: str,
+        questions: tuple[str, tuple[str, str, str], str],
+        edit: Callable[[], Awaitable[T]],
+        show_edited: Callable[[T], str],
+    ) -> tuple[str, str | None, T | None]:
+        """Show ``shown`` and ask: (the choice, feedback for a reject, what an edit made).
+        ``questions``: the question, its three choices (accept, edit, reject) and the
+        question that confirms an edit; a failed edit is noted and asked again."""
+        question, choices, confirm = questions
+        self.view.print(header, style="yellow")
+        self.view.diff(shown)
         while True:
-            choice = await self.choose("keep this patch?", ("keep", "edit", "reject"))
-            if choice == "keep":
-                return PatchReview("keep")
-            if choice == "reject":
-                return PatchReview("reject", feedback=await self.feedback("why"))
+            choice = await self.choose(question, choices)
+            if choice == choices[0]:
+                return choice, None, None
+            if choice == choices[2]:
+                return choice, await self.feedback("why"), None
             try:
-                edited = await edit_text(patch, ".diff", self.editor)
-                patches.plan(self.workspace, edited)
+                edited = await edit()
             except CliError as failure:
                 self.view.note(f"edit failed: {failure.message}")
                 continue
-            self.view.diff(edited)
-            if await self.choose("keep the edited patch?", ("yes", "no")) == "yes":
-                return PatchReview("edit", patch=edited)
+            self.view.diff(show_edited(edited))
+            if await self.choose(confirm, ("yes", "no")) == "yes":
+                return choice, None, edited
 
     async def review_plan(self, request: Event, steps: list[Event]) -> PlanDecision:
         for step in steps:

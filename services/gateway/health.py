@@ -95,7 +95,6 @@ def build_health_router(
             "down": {
                 name: {"status": services[name], "since": since}
                 for name, since in watch.down_since.items()
-                if name in services
             },
             # MCP servers as this gateway's orchestrator sees them (never makes it unhealthy).
             "tool_sources": await sources_health(client),

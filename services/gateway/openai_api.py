@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import time
 import uuid
 from collections.abc import Mapping
@@ -191,7 +190,7 @@ class TemplateNames:
     def __init__(self, ttl: float = TEMPLATES_TTL) -> None:
         self.ttl = ttl
         self._names: frozenset[str] = frozenset()
-        self._at = -math.inf
+        self._at = 0.0  # nothing listed yet: has() is False while _names is empty
 
     def update(self, names: list[str]) -> list[str]:
         self._names, self._at = frozenset(names), time.monotonic()
@@ -321,9 +320,7 @@ def build_router(client: MeshClient, auth: Authenticator, settings: Settings) ->
         async def reopen(after: int) -> SessionStream:
             return await client.open_stream(target.session_id, last_seq=after, user_id=user)
 
-        legs = run_legs(
-            stream, inputs, extras, settings.agent_stream_timeout, reopen, first_sent=True
-        )
+        legs = run_legs(stream, inputs, extras, settings.agent_stream_timeout, reopen)
 
         async def usage() -> JsonObject:
             prompt, completion = await spent(target.session_id)

@@ -144,11 +144,10 @@ async def run_legs(
     extras: list[JsonObject],
     idle_timeout: float,
     reopen: Reopen,
-    first_sent: bool = False,
 ) -> AsyncIterator[Output]:
-    """Send each input and fold its events up to its ``done``; stop at a fatal error.
-    ``first_sent``: the first input went before the response started (its first token
-    does not wait for the response's headers).
+    """Fold each input's events up to its ``done``; stop at a fatal error. The caller
+    sent the first input before the response started (its first token does not wait for
+    the response's headers); each later one is sent here when its turn comes.
 
     A repeated ``Idempotency-Key`` is answered ``done`` status ``duplicate`` naming the
     seq where the first request's events start: ``reopen`` replays them from there.
@@ -157,9 +156,9 @@ async def run_legs(
     for position, message in enumerate(inputs):
         folder = LegFolder(release_calls=position == len(inputs) - 1, extras=extras)
         try:
-            if position or not first_sent:
+            if position:
                 await stream.send(message)
-        except grpc.aio.AioRpcError as error:  # the attach was refused (a limit, not found)
+        except grpc.aio.AioRpcError as error:  # the stream ended between two inputs
             yield error_from_rpc(error)
             return
         async for out in fold_leg(events, folder, idle_timeout):

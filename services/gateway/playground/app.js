@@ -215,6 +215,13 @@
   }
 
   // ---- events ---------------------------------------------------------------------------
+  // A streamed token joins the message it belongs to, or starts it.
+  function appendToken(last, kind, event, extra) {
+    const token = event.token || "";
+    if (last && last.kind === kind && last.messageId === event.message_id) { last.text += token; }
+    else { page.state.transcript.push(Object.assign({ kind: kind, text: token, messageId: event.message_id }, extra)); }
+    renderTranscript();
+  }
   function handle(event) {
     inspect(event);
     if (typeof event.seq === "number") {
@@ -225,17 +232,13 @@
     switch (event.type) {
       case "assistant_message":
         if (event.token) {
-          if (last && last.kind === "assistant" && last.messageId === event.message_id) { last.text += event.token; }
-          else { page.state.transcript.push({ kind: "assistant", text: event.token, who: event.agent, messageId: event.message_id }); }
-          renderTranscript();
+          appendToken(last, "assistant", event, { who: event.agent });
         } else if (event.content) {
           say("assistant", event.content, { who: event.agent, messageId: event.message_id });
         }
         break;
       case "reasoning":
-        if (last && last.kind === "reasoning" && last.messageId === event.message_id) { last.text += event.token || ""; }
-        else { page.state.transcript.push({ kind: "reasoning", text: event.token || "", messageId: event.message_id }); }
-        renderTranscript();
+        appendToken(last, "reasoning", event, {});
         break;
       case "agent_switched":
         page.state.agent = event.to_agent;
