@@ -116,8 +116,10 @@ def _redact_request(span: Span, scope: Mapping[str, Any]) -> None:
     holding a key-bearing parameter's value gets ``REDACTED`` in its place."""
     raw = scope.get("query_string") or b""
     secrets = secret_query_values(raw.decode("latin-1") if isinstance(raw, bytes) else str(raw))
+    if not secrets:
+        return
     attributes: Mapping[str, Any] = getattr(span, "attributes", None) or {}
-    for name, value in list(attributes.items()) if secrets else ():
+    for name, value in list(attributes.items()):
         if isinstance(value, str) and any(secret in value for secret in secrets):
             for secret in secrets:
                 value = value.replace(secret, "REDACTED")

@@ -88,13 +88,11 @@ class StreamingHttp:
             "User-Agent": USER_AGENT,
         }
         self._session: aiohttp.ClientSession | None = None
-        self.proxy: str | None = None
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            self.proxy = env_proxy(self.url)
             connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
-            self._session = aiohttp.ClientSession(connector=connector)
+            self._session = aiohttp.ClientSession(connector=connector, proxy=env_proxy(self.url))
         return self._session
 
     @contextlib.asynccontextmanager
@@ -110,7 +108,6 @@ class StreamingHttp:
             data=orjson.dumps(body),
             headers=self.headers,
             timeout=timeout,
-            proxy=self.proxy,
         ) as response:
             if response.status >= 300:
                 message, code = error_details(response.status, await response.read())

@@ -253,7 +253,7 @@ class Runtime:
 
     async def _started(self, sid: str, cid: str | None, item: Item | None = None) -> None:
         """Handling of client message ``cid`` begins: its events start at the next seq. A
-        user message is marked started when it is stored (``applies``), in the same commit:
+        user message is marked started when it is stored (``_handling``), in the same commit:
         a process dying before that leaves the claim open, and a resend is applied."""
         if cid is None:
             return
@@ -262,11 +262,6 @@ class Runtime:
             self._handling[sid] = (cid, first)
         else:
             await self.client_ids.start(sid, cid, first)
-
-    def applies(self, sid: str) -> tuple[str, int] | None:
-        """(client message id, first seq) of the user message being handled, if it has an
-        id."""
-        return self._handling.get(sid)
 
     async def _work(self, sid: str, inbox: asyncio.Queue[tuple[str, Item]]) -> None:
         SESSIONS_ACTIVE.inc()
@@ -403,7 +398,7 @@ class Runtime:
                 return
             kind = item.WhichOneof("message")
             if kind == "user_message":
-                await inputs.user_message(sid, item.user_message, self.applies(sid))
+                await inputs.user_message(sid, item.user_message, self._handling.get(sid))
             elif kind == "tool_result":
                 await inputs.tool_result(sid, item.tool_result, user_id)
             elif kind == "hitl_decision":

@@ -17,11 +17,15 @@ select (select amount from taken) as amount,
 
 -- name: add
 -- Add $4[i] to the user's $2[i] counter of the current $3-second window, unconditionally
--- (one statement for every metric of a model call).
+-- (one statement for every metric of a model call). Committed without waiting for the WAL
+-- flush, as add_message: the turn's next flushed commit (its done at the latest) flushes it.
+with no_flush as (
+    select set_config('synchronous_commit', 'off', true) as setting
+)
 insert into orchestrator.usage_counters (user_id, metric, window_start, amount)
 select $1, m.metric, to_timestamp(floor(extract(epoch from now()) / $3::float8) * $3::float8),
        m.amount
-from unnest($2::text[], $4::float8[]) as m (metric, amount)
+from no_flush, unnest($2::text[], $4::float8[]) as m (metric, amount)
 on conflict (user_id, metric, window_start) do update
     set amount = usage_counters.amount + excluded.amount;
 

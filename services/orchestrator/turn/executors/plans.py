@@ -74,13 +74,13 @@ class PlanRunner:
     ) -> bool:
         """create_plan: the plan waits for the human's decision."""
         sid = call.session_id
-        running = await self.ledger.running_plan(sid)
         unknown = [s["agent"] for s in arguments["subtasks"] if not self.agents.has(s["agent"])]
         if unknown:
             await self.port.complete(
                 call, f"Error: unknown agents in the plan: {unknown}", "failed"
             )
             return False
+        running = await self.ledger.running_plan(sid)
         steps = [
             {
                 "id": str(i),
@@ -164,7 +164,8 @@ class PlanRunner:
         )
         call = await self.ledger.get(sid, plan.call_id)
         assert call is not None  # created with the plan
-        revised = await self.ledger.running_plan(sid)  # a plan ran while this one was proposed
+        # A plan that ran while this one was proposed is what this one revises.
+        revised = await self.ledger.running_plan(sid) if name != "modify" else None
         if name == "approve":
             if revised is not None:
                 revised.status = "modified"
