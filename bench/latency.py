@@ -180,11 +180,13 @@ async def measure(
             stack.push_async_callback(gateway.close)
             paths.append(Path(V1, lambda i: first_token_ms(gateway, model, f"{MARKER} {i}")))
         for index in range(-WARM_UP, samples):
+            if index == 0:  # the warm-up rounds are not counted (a path given up stays so)
+                for path in paths:
+                    path.samples.clear()
+                    if path.streak < GIVE_UP:
+                        path.errors = path.streak = 0
             for path in paths:
                 await _take(path, index)
-                if index < 0:
-                    path.samples.clear()
-                    path.errors = path.streak = 0
     figures = [_figure(path, paths[0]) for path in paths]
     figures.insert(3, _routing(paths[1], paths[2]))
     if single is None:

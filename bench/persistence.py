@@ -101,14 +101,15 @@ async def write_long_session(dsn: str, session_id: str, messages: int, agent: st
             )
             # Counted as the runtime counts them when it writes: the budget check before
             # the resumed turn's call is then the sum it is in production, not a re-count.
-            contents = [words(ANSWER_TOKENS) for _ in range(messages)]
+            content = words(ANSWER_TOKENS)  # the same text in every message
+            tokens = message_tokens(content)
             await conn.copy_records_to_table(
                 "messages",
                 schema_name="orchestrator",
                 columns=["session_id", "role", "content", "tokens"],
                 records=[
-                    (session_id, "user" if i % 2 == 0 else "assistant", c, message_tokens(c))
-                    for i, c in enumerate(contents)
+                    (session_id, "user" if i % 2 == 0 else "assistant", content, tokens)
+                    for i in range(messages)
                 ],
             )
             await conn.copy_records_to_table(
