@@ -153,11 +153,9 @@ def _interpreter(ctx: Context, inv: Invocation, depth: int) -> None:
     scan = scan_lang(inv.args, LANGS[inv.key])
     if scan.code is not None:
         inline_code(ctx, inv.key, scan.code, inv.display)
-    elif scan.module[:1] == ("pip",):
-        _package(ctx, Invocation("pip", scan.module[1:], inv.display), depth)
-    elif scan.module and scan.module[0] in MODULE_RULES:  # python -m pytest --basetemp x
+    elif scan.module and scan.module[0] in _MODULES:  # python -m pip install x
         module = Invocation(scan.module[0], scan.module[1:], inv.display)
-        MODULE_RULES[scan.module[0]](ctx, module, depth)
+        _MODULES[scan.module[0]](ctx, module, depth)
     elif scan.script is not None and (payload := ctx.payload(scan.script)):
         ctx.flag("dangerous", f"{payload} executed by an interpreter: {inv.display}")
     if inv.key in _PACKAGE_SUBCOMMANDS:  # bun is both a runtime and a package manager
@@ -250,6 +248,10 @@ def _package(ctx: Context, inv: Invocation, depth: int) -> None:
     scope = {"-g", "--global", "--location=global", "--user", "--system"} & set(inv.args)
     kind = "global package change" if scope or sub == "global" else "package install/change"
     ctx.flag("risky", f"{kind}: {inv.display}")
+
+
+# `python -m NAME ...` judged like `NAME ...`: pip installs, pytest --basetemp, mypy.
+_MODULES: dict[str, Rule] = {"pip": _package, **MODULE_RULES}
 
 
 def _registry_runner(ctx: Context, inv: Invocation, depth: int) -> None:

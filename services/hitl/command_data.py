@@ -4,7 +4,8 @@
 or an interactive client can change data nobody can restore from git. A client call is
 judged by the query it carries: writes are dangerous, a missing or unreadable query is
 risky, and only a query made of read statements passes (the clients are on the
-read-only allow-list for that case alone).
+read-only allow-list for that case alone). Options that run a pager or write a file
+(``psql -o``, ``mysql --tee``) are in ``command_readers``' option tables.
 """
 
 from __future__ import annotations
@@ -32,10 +33,6 @@ _SQL_READ = frozenset({"select", "show", "explain", "describe", "desc", "with", 
 _SQL_READ |= {"use"}
 _PSQL_QUERY = frozenset({"-c", "--command"})
 _MYSQL_QUERY = frozenset({"-e", "--execute", "-q", "--query"})  # mysql, clickhouse-client
-# A pager or shell the client runs; files it writes (psql -o out.txt, mysql --tee=log).
-_CLIENT_PROGRAMS = frozenset({"--pager"})
-_PSQL_OUTPUT = frozenset({"-o", "--output", "-L", "--log-file"})
-_MYSQL_OUTPUT = frozenset({"--tee"})
 _MYSQL_QUERY |= {"--init-command"}  # runs on connect, before the query
 _PSQL_META_READ = re.compile(r"^\\(d[a-zA-Z+]*|l\+?|dn|dt|du|conninfo|x|timing)(\s|$)")
 _SQLITE_DOT_READ = re.compile(r"^\.(tables|schema|indexes|indices|headers|mode|databases)\b")
@@ -79,17 +76,7 @@ def _queries(args: tuple[str, ...], names: frozenset[str]) -> str | None:
     return ";".join(found) if found else None
 
 
-def _client_options(ctx: Context, inv: Invocation) -> None:
-    """Options that make a client run a program or write a file besides its queries."""
-    if given(inv.args, _CLIENT_PROGRAMS):
-        ctx.flag("dangerous", f"runs a program given in an option ({inv.key}): {inv.display}")
-    outputs = _PSQL_OUTPUT if inv.key == "psql" else _MYSQL_OUTPUT
-    if given(inv.args, outputs):
-        ctx.flag("risky", f"writes a file ({inv.key} output option): {inv.display}")
-
-
 def _sql_client(ctx: Context, inv: Invocation, depth: int) -> None:
-    _client_options(ctx, inv)
     names = _PSQL_QUERY if inv.key == "psql" else _MYSQL_QUERY
     if {"-f", "--file"} & {a.split("=", 1)[0] for a in inv.args}:
         _sql_verdict(ctx, inv, None)

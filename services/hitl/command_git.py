@@ -17,6 +17,7 @@ from services.hitl.command_options import (
     HARMLESS_PROGRAMS,
     Context,
     Invocation,
+    before_dashdash,
     given,
     long_flags,
     operands,
@@ -102,7 +103,7 @@ def _clean(ctx: Context, args: tuple[str, ...], display: str) -> None:
 
 def _reset(ctx: Context, args: tuple[str, ...], display: str) -> None:
     # `git reset HEAD x.py` / `git reset x.py` unstage; `git reset main` moves the branch.
-    first = operands(args[: args.index("--")] if "--" in args else args)[:1]
+    first = operands(before_dashdash(args))[:1]
     moves = bool(first) and first[0] not in ("HEAD", "@") and not looks_like_path(first[0])
     if "--hard" in args:
         ctx.flag("dangerous", f"git reset --hard discards uncommitted changes: {display}")
@@ -115,9 +116,9 @@ def _reset(ctx: Context, args: tuple[str, ...], display: str) -> None:
 def _checkout(ctx: Context, args: tuple[str, ...], display: str) -> None:
     """`git checkout main` switches; `git checkout main app.py`, `git checkout app.py` and
     `git checkout -- .` overwrite files with another version: their changes are lost."""
-    split = args.index("--") if "--" in args else len(args)
-    ops = operands(args[:split], frozenset({"-b", "-B", "--orphan", "--conflict"}))
-    paths = args[split + 1 :]
+    options = before_dashdash(args)
+    ops = operands(options, frozenset({"-b", "-B", "--orphan", "--conflict"}))
+    paths = args[len(options) + 1 :]
     flags, longs = short_flags(args), long_flags(args)
     forced = "f" in flags or "--force" in longs or "--pathspec-from-file" in longs
     if forced or paths or len(ops) > 1 or any(map(looks_like_path, ops)):

@@ -8,6 +8,7 @@ human (``infrastructure tool``); the ones that destroy or expose (``kubectl dele
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from services.hitl.command_options import Context, Invocation, Rule, long_flags, operands
@@ -50,7 +51,7 @@ PUBLISHERS: dict[str, frozenset[str]] = {
 
 def _host_escape(inv: Invocation) -> bool:
     args = list(inv.args)
-    pairs = [f"{a}{b}" for a, b in zip(args, [*args[1:], ""], strict=True) if a in ("-v", "-p")]
+    pairs = [f"{a}{b}" for a, b in itertools.pairwise([*args, ""]) if a in ("-v", "-p")]
     return any(_HOST_ESCAPE.search(a) for a in [*args, *pairs])
 
 

@@ -96,7 +96,8 @@ def basename(word: str) -> str:
     return word.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or word
 
 
-def _before_dashdash(args: Sequence[str]) -> Sequence[str]:
+def before_dashdash(args: Sequence[str]) -> Sequence[str]:
+    """The words before the first ``--`` (all of them when there is none)."""
     return args[: list(args).index("--")] if "--" in args else args
 
 
@@ -104,14 +105,14 @@ def short_flags(args: Sequence[str]) -> str:
     """Letters of all single-dash clusters before ``--`` (``-rf -v`` -> ``"rfv"``)."""
     return "".join(
         a[1:]
-        for a in _before_dashdash(args)
+        for a in before_dashdash(args)
         if a.startswith("-") and not a.startswith("--") and not a[1:].isdigit()
     )
 
 
 def long_flags(args: Sequence[str]) -> set[str]:
     """``--name`` options before ``--`` (values after ``=`` dropped)."""
-    return {a.split("=", 1)[0] for a in _before_dashdash(args) if a.startswith("--") and a != "--"}
+    return {a.split("=", 1)[0] for a in before_dashdash(args) if a.startswith("--") and a != "--"}
 
 
 def operands(args: Sequence[str], arg_opts: frozenset[str] = frozenset()) -> list[str]:
@@ -128,6 +129,13 @@ def operands(args: Sequence[str], arg_opts: frozenset[str] = frozenset()) -> lis
             i += 1
         i += 1
     return out
+
+
+def command_until(args: Sequence[str], start: int, ends: frozenset[str]) -> Sequence[str]:
+    """The command an option runs: ``args[start:]`` up to the first word in ``ends``
+    (``find -exec rm {} ;``, ``fd -x rm ;``), or to the end of the line."""
+    end = next((j for j in range(start, len(args)) if args[j] in ends), len(args))
+    return args[start:end]
 
 
 def option_values(args: Sequence[str], names: frozenset[str]) -> list[str]:
@@ -149,7 +157,7 @@ def option_value(args: Sequence[str], names: frozenset[str]) -> str | None:
 def given(args: Sequence[str], names: frozenset[str]) -> bool:
     """Whether any option in ``names`` is present before ``--``, in any spelling:
     ``--opt``, ``--opt=x``, ``-o``, ``-ox`` (value attached) or ``-ao`` (end of a cluster)."""
-    for arg in _before_dashdash(args):
+    for arg in before_dashdash(args):
         if arg.split("=", 1)[0] in names:  # --opt, --opt=x, -exec (go's long options)
             return True
         short = arg.startswith("-") and not arg.startswith("--") and len(arg) > 1

@@ -5,7 +5,9 @@ in their everyday use and are on the read-only allow-list for it. Some options h
 program to run (``man -P cmd``, ``rg --pre cmd``, ``less +!cmd``, ``fd -x cmd``, ``go test
 -exec cmd``): dangerous, or judged as the nested command it is (``fd -x``). Others read a
 configuration that may name such a program (``man -C``, ``less -k``) or write files
-(``less -o``, ``pytest --junitxml``): risky. ``pytest --basetemp dir`` empties ``dir``.
+(``less -o``, ``pytest --junitxml``): risky. The tables also hold the database clients'
+pager and output options (``psql --pager``, ``mysql --tee``); ``command_data`` judges
+their queries. ``pytest --basetemp dir`` empties ``dir``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from services.hitl.command_options import (
     Context,
     Invocation,
     Rule,
+    command_until,
     given,
     option_value,
 )
@@ -31,6 +34,7 @@ _PROGRAM_OPTIONS: dict[str, frozenset[str]] = {
     "ack": frozenset({"--pager"}),
     "sort": frozenset({"--compress-program"}),
     "go": frozenset({"-exec", "--exec", "-toolexec", "--toolexec", "-vettool", "--vettool"}),
+    **dict.fromkeys(("psql", "mysql", "mariadb", "clickhouse-client"), frozenset({"--pager"})),
 }
 # Options naming a file whose contents may set such a program (man_db.conf's pager, a
 # lesskey file's LESSOPEN).
@@ -47,6 +51,8 @@ _OUTPUT_OPTIONS: dict[str, frozenset[str]] = {
     "pylint": frozenset({"--output"}),
     "eslint": frozenset({"-o", "--output-file"}),
     "ruff": frozenset({"-o", "--output-file"}),
+    "psql": frozenset({"-o", "--output", "-L", "--log-file"}),
+    **dict.fromkeys(("mysql", "mariadb", "clickhouse-client"), frozenset({"--tee"})),
 }
 # less's initial commands (`+cmd`) that only move or search: `+F`, `+G`, `+100`, `+/TODO`.
 # A search takes the rest of the word as its pattern, so only a line break can end it.
@@ -54,9 +60,10 @@ _LESS_MOVES = re.compile(r"\+\+?(\d*[FGgNnpP%]?|[/?][^\n\r]*)")
 _LESS_RUNS = re.compile(r"[!|v]")  # `!cmd` shell, `|m cmd` pipe, `v` editor
 
 
-def _options(ctx: Context, inv: Invocation, depth: int) -> None:
-    """The tables above, for any reader listed in them."""
-    key = inv.key
+def _options(ctx: Context, inv: Invocation, depth: int, key: str = "") -> None:
+    """The tables above, for any reader listed in them; ``key`` names the entry when it
+    is not the command's own name (``py.test`` is ``pytest``)."""
+    key = key or inv.key
     if given(inv.args, _PROGRAM_OPTIONS.get(key, frozenset())):
         ctx.flag("dangerous", f"runs a program given in an option ({key}): {inv.display}")
     if given(inv.args, _CONFIG_OPTIONS.get(key, frozenset())):
@@ -81,14 +88,13 @@ def _fd(ctx: Context, inv: Invocation, depth: int) -> None:
     args = inv.args
     for i, arg in enumerate(args):
         if arg in ("-x", "--exec", "-X", "--exec-batch"):
-            end = next((j for j in range(i + 1, len(args)) if args[j] == ";"), len(args))
-            ctx.argv(args[i + 1 : end], depth + 1)
+            ctx.argv(command_until(args, i + 1, frozenset({";"})), depth + 1)
         elif arg.startswith(("-x", "-X", "--exec=", "--exec-batch=")):
             ctx.flag("dangerous", f"runs a program given in an option (fd): {inv.display}")
 
 
 def _pytest(ctx: Context, inv: Invocation, depth: int) -> None:
-    _options(ctx, inv, depth)
+    _options(ctx, inv, depth, "pytest")
     if option_value(inv.args, frozenset({"--basetemp"})) is not None:
         ctx.flag("dangerous", f"pytest --basetemp empties the directory it names: {inv.display}")
 

@@ -190,7 +190,7 @@ class _Analysis:
     def _unwrap(self, words: list[str], depth: int) -> Invocation | None:
         """Peel env assignments and wrapper commands off until the real executable; a
         wrapper with nothing to wrap (`env`, `nohup`) is the executable itself."""
-        wrapper: Invocation | None = None
+        wrapper: list[str] | None = None  # the words of the innermost plain wrapper
         while True:
             assignments = 0
             while assignments < len(words) and _ASSIGNMENT.match(words[assignments]):
@@ -200,7 +200,7 @@ class _Analysis:
                 check_assignment(self, word, shown, persistent=assignments == len(words))
             words = words[assignments:]
             if not words:
-                return wrapper
+                return None if wrapper is None else self._invocation(wrapper)
             name = basename(words[0])
             key = rule_key(name)
             if key in rules.PRIVILEGED:
@@ -217,12 +217,14 @@ class _Analysis:
             if key == "command" and set(words[1:2]) & {"-v", "-V"}:
                 return None  # `command -v x` only looks x up
             spec = rules.PRIVILEGED.get(key) or rules.WRAPPERS.get(key)
-            display = _shorten(" ".join(_quote(render(w, self.subs)) for w in words))
-            invocation = Invocation(name, tuple(words[1:]), display, words[0])
             if spec is None:
-                return invocation
-            wrapper = invocation if key in rules.WRAPPERS else None
+                return self._invocation(words)
+            wrapper = words if key in rules.WRAPPERS else None
             words = rules.skip_wrapper(words[1:], spec)
+
+    def _invocation(self, words: list[str]) -> Invocation:
+        display = _shorten(" ".join(_quote(render(w, self.subs)) for w in words))
+        return Invocation(basename(words[0]), tuple(words[1:]), display, words[0])
 
     def _invoke(self, inv: Invocation, depth: int) -> None:
         if substitution_ids(inv.argv0) or "$" in inv.argv0:

@@ -21,6 +21,7 @@ from services.hitl.command_options import (
     Context,
     Invocation,
     Rule,
+    command_until,
     given,
     is_critical,
     is_system_path,
@@ -226,8 +227,7 @@ def _find(ctx: Context, inv: Invocation, depth: int) -> None:
         ctx.flag("risky", f"writes a file (find -fprint): {inv.display}")
     for i, arg in enumerate(args):
         if arg in ("-exec", "-execdir", "-ok", "-okdir"):
-            end = next((j for j in range(i + 1, len(args)) if args[j] in (";", "+")), len(args))
-            ctx.argv(args[i + 1 : end], depth + 1)
+            ctx.argv(command_until(args, i + 1, frozenset({";", "+"})), depth + 1)
 
 
 def _crontab(ctx: Context, inv: Invocation, depth: int) -> None:
@@ -289,7 +289,9 @@ def _build_rules() -> dict[str, Rule]:
     ]
     for rule, names in groups:
         rules.update(dict.fromkeys(names, rule))
-    tables = (CODE_RULES, INFRA_RULES, DATA_RULES, SHELL_RULES, WRITE_RULES, READER_RULES)
+    # Order sets the order of equally ranked reasons: a database client's pager/output
+    # options (READER_RULES) are reported before its query (DATA_RULES).
+    tables = (CODE_RULES, INFRA_RULES, SHELL_RULES, WRITE_RULES, READER_RULES, DATA_RULES)
     return _combine(*tables, rules)
 
 

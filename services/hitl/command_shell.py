@@ -22,8 +22,12 @@ from services.hitl.command_options import (
 
 __all__ = ["HIJACK_VARS", "LOADER_VARS", "SHELL_RULES", "check_assignment"]
 
-# Variables that decide which code runs, for one command (`VAR=x cmd`) or for the session.
-LOADER_VARS = frozenset(
+# Pager and editor variables: set to one of HARMLESS_PROGRAMS they start nothing new
+# (`GIT_PAGER=cat git log`).
+_PROGRAM_VARS = frozenset({"PAGER", "GIT_PAGER", "MANPAGER", "EDITOR", "VISUAL", "GIT_EDITOR"})
+# Variables that decide which code runs, for one command (`VAR=x cmd`) or for the session
+# (the pagers and editors above among them).
+LOADER_VARS = _PROGRAM_VARS | frozenset(
     {"PATH", "LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "DYLD_INSERT_LIBRARIES"}
     | {"DYLD_LIBRARY_PATH", "BASH_ENV", "ENV", "PROMPT_COMMAND", "GIT_SSH", "GIT_SSH_COMMAND"}
     | {"GIT_EXEC_PATH", "NODE_OPTIONS", "PERL5OPT", "RUBYOPT", "PYTHONSTARTUP", "PYTHONHOME"}
@@ -32,16 +36,12 @@ LOADER_VARS = frozenset(
     | {"GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM"}
     | {"GIT_DIR", "GIT_TEMPLATE_DIR", "GIT_EXTERNAL_DIFF", "GIT_ASKPASS", "SSH_ASKPASS"}
     | {"GIT_PROXY_COMMAND", "LESSOPEN", "LESSCLOSE", "LESSKEYIN", "RIPGREP_CONFIG_PATH"}
-    | {"PAGER", "GIT_PAGER", "MANPAGER", "EDITOR", "VISUAL", "GIT_EDITOR", "BROWSER"}
-    | {"GIT_SEQUENCE_EDITOR"}
+    | {"BROWSER", "GIT_SEQUENCE_EDITOR"}
 )
-# Pager and editor variables set to one of these start nothing new (`GIT_PAGER=cat git log`).
-_PROGRAM_VARS = frozenset({"PAGER", "GIT_PAGER", "MANPAGER", "EDITOR", "VISUAL", "GIT_EDITOR"})
 # Set for the whole session, these also redirect code, packages or TLS trust.
 HIJACK_VARS = LOADER_VARS | {
-    "PYTHONPATH", "NODE_PATH", "PERL5LIB", "RUBYLIB", "HOME", "SHELL", "EDITOR", "VISUAL",
-    "PAGER", "GIT_PAGER", "GIT_EDITOR", "GIT_CONFIG_GLOBAL", "HTTP_PROXY", "HTTPS_PROXY",
-    "ALL_PROXY", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "NPM_CONFIG_REGISTRY",
+    "PYTHONPATH", "NODE_PATH", "PERL5LIB", "RUBYLIB", "HOME", "SHELL", "HTTP_PROXY",
+    "HTTPS_PROXY", "ALL_PROXY", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "NPM_CONFIG_REGISTRY",
     "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "NODE_TLS_REJECT_UNAUTHORIZED", "GIT_SSL_NO_VERIFY",
 }  # fmt: skip
 _NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?\+?=")
@@ -51,11 +51,18 @@ _HISTORY_VARS = frozenset({"HISTFILE", "HISTSIZE", "HISTFILESIZE"})
 def check_assignment(ctx: Context, word: str, display: str, *, persistent: bool) -> None:
     """Flag ``NAME=value`` when NAME redirects code (``persistent``: for the session)."""
     match = _NAME.match(word)
-    if match is None:
-        return
-    name = match.group(1).upper()
-    value = word[match.end() :].strip("'\"").lower()
-    if name in _PROGRAM_VARS and value in HARMLESS_PROGRAMS:
+    if match is not None:
+        _check_variable(ctx, match.group(1), word[match.end() :], display, persistent=persistent)
+
+
+def _check_variable(
+    ctx: Context, name: str, value: str | None, display: str, *, persistent: bool
+) -> None:
+    """Flag setting ``name`` to ``value``; None is a value nobody can see (``read PAGER``),
+    which no pager or editor exemption covers."""
+    name = name.upper()
+    harmless = value is not None and value.strip("'\"").lower() in HARMLESS_PROGRAMS
+    if name in _PROGRAM_VARS and harmless:
         return
     if name in (HIJACK_VARS if persistent else LOADER_VARS):
         if name in _HISTORY_VARS:
@@ -91,15 +98,32 @@ def _history(ctx: Context, inv: Invocation, depth: int) -> None:
         ctx.flag("risky", f"shell history change (history): {inv.display}")
 
 
+def _printf_value(args: tuple[str, ...]) -> str | None:
+    """What ``printf -v NAME FORMAT [ARG...]`` stores when it is plain to see: a format
+    without conversions or escapes, or ``%s`` of one argument; None otherwise."""
+    ops = operands(args, frozenset({"-v"}))
+    if not ops:
+        return None
+    fmt, rest = ops[0], ops[1:]
+    if "%" not in fmt and "\\" not in fmt:
+        return fmt
+    return rest[0] if fmt == "%s" and len(rest) == 1 else None
+
+
 def _sets_variable(ctx: Context, inv: Invocation, depth: int) -> None:
-    """``printf -v PATH x`` and ``read PATH <<< x`` assign like ``PATH=x`` does."""
+    """``printf -v PATH x`` and ``read PATH <<< x`` assign like ``PATH=x`` does; what
+    ``read`` stores comes from its input, unseen."""
+    value: str | None = None
     if inv.key == "printf":
         names = option_values(inv.args, frozenset({"-v"}))
+        value = _printf_value(inv.args)
     else:
         names = operands(inv.args, frozenset({"-a", "-d", "-i", "-n", "-N", "-p", "-t", "-u"}))
         names += option_values(inv.args, frozenset({"-a"}))
     for name in names:
-        check_assignment(ctx, f"{name}=", inv.display, persistent=True)
+        match = _NAME.match(f"{name}=")
+        if match is not None:
+            _check_variable(ctx, match.group(1), value, inv.display, persistent=True)
 
 
 def _hash(ctx: Context, inv: Invocation, depth: int) -> None:

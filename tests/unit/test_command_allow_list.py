@@ -120,6 +120,8 @@ def test_nested_code_is_judged_instead_of_its_shell() -> None:
         ("set -euo pipefail", "safe", ""),
         ("history 20", "safe", ""),
         ("docker ps", "risky", "infrastructure tool (docker)"),
+        ("docker", "risky", "infrastructure tool (docker)"),  # no arguments at all
+        ("podman", "risky", "infrastructure tool (podman)"),
         ("kubectl get pods", "risky", "infrastructure tool (kubectl)"),
         ("mvn deploy", "dangerous", "publishes a package (mvn deploy)"),
         ("docker push app", "dangerous", "publishes a package (docker push)"),

@@ -93,6 +93,7 @@ JUDGED: list[tuple[str, str, str]] = [
     ("fd -xrm x", "dangerous", "runs a program given in an option (fd)"),
     ("pytest --basetemp /tmp/x", "dangerous", "pytest --basetemp empties the directory"),
     ("pytest --junit-xml out.xml", "risky", "writes a file (pytest output option)"),
+    ("py.test --junitxml x.xml", "risky", "writes a file (pytest output option)"),
     ("python -m mypy --install-types", "risky", "package install/change (mypy --install-types)"),
     ("ruff check --output-file=x.json .", "risky", "writes a file (ruff output option)"),
     ("ruff check --fix -o x.json .", "risky", "rewrites files in place (ruff)"),
@@ -118,6 +119,13 @@ JUDGED: list[tuple[str, str, str]] = [
     ("read -a LD_PRELOAD", "risky", "environment hijack (LD_PRELOAD)"),
     ("printf -v HISTFILE /dev/null", "risky", "shell history change (HISTFILE)"),
     ("hash -p ./x ls", "risky", "environment hijack (hash -p)"),
+    ("read -r PAGER <<< ./x", "risky", "environment hijack (PAGER)"),  # value unseen
+    ("read GIT_EDITOR", "risky", "environment hijack (GIT_EDITOR)"),
+    ("printf -v GIT_PAGER %s ./x", "risky", "environment hijack (GIT_PAGER)"),
+    ("printf -v PAGER ./x", "risky", "environment hijack (PAGER)"),
+    ("printf -v PAGER '%s\\n' cat", "risky", "environment hijack (PAGER)"),  # not plain
+    ("printf -v GIT_PAGER %s cat", "safe", ""),
+    ("printf -v PAGER less", "safe", ""),
     ("read -r name", "safe", ""),
     # local work that plants hooks or links
     ("cp -n x .git/hooks/post-checkout", "risky", "writes git hooks or metadata (.git)"),
