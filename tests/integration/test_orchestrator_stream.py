@@ -224,6 +224,30 @@ async def test_stream_must_start_with_attach(mesh: Mesh) -> None:
     assert error_code(caught.value) == "MISSING_REQUIRED_FIELD"
 
 
+async def test_a_message_right_behind_a_refused_attach_is_never_applied(mesh: Mesh) -> None:
+    # The message is read while the attach is checked: it must wait for the check's answer.
+    mesh.scripted.enqueue({"text": "Alice's answer."})
+    async with await mesh.client.open_stream("s-alice", user_id="alice") as stream:
+        await stream.send(user("mine"))
+        await stream.until_done()
+    mesh.scripted.clear_requests()
+
+    call = mesh.client.runtime.Stream()
+    await call.write(pb.ClientMessage(attach=pb.Attach(session_id="s-alice", user_id="mallory")))
+    await call.write(user("not yours"))
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await call.read()
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+    assert error_code(caught.value) == "SESSION_NOT_FOUND"
+
+    await asyncio.sleep(0.2)  # a message wrongly applied would reach the model by now
+    assert mesh.scripted.requests == []
+    history = await mesh.client.runtime.GetHistory(
+        runtime_pb2.GetHistoryRequest(session_id="s-alice", user_id="alice")
+    )
+    assert [m.content for m in history.messages] == ["mine", "Alice's answer."]
+
+
 @pytest.mark.parametrize(
     ("scenario", "code"),
     [

@@ -21,7 +21,7 @@ from services.orchestrator.agents.templates import AgentRegistry, AgentTemplate
 from services.orchestrator.errors import MissingField
 from services.orchestrator.peers.mesh_clients import HitlClient
 from services.orchestrator.session.runtime import Runtime
-from services.orchestrator.state.hub import SessionHub
+from services.orchestrator.state.hub import SessionHub, Subscription
 from services.orchestrator.state.store import SessionRow, SessionStore
 from services.orchestrator.turn.executors.plans import estimate
 from services.orchestrator.turn.ledger import Ledger
@@ -163,16 +163,14 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
             raise MissingField("the stream must start with attach{session_id}")
         sid, user = first.attach.session_id, first.attach.user_id
         with log_context(session_id=sid):
-            await self.runtime.attach(sid, user, first.attach.title, first.attach.system_prompt)
-            subscription = await self.hub.subscribe(sid, first.attach.last_seq)
-            if first.attach.last_seq >= 0:
-                # A reconnecting IDE may have lost a tool_call it never ran: each unanswered
-                # one is sent again after the replay, outside the log, with the same call_id.
-                for event in await self.runtime.resend_dispatched(sid):
-                    self.hub.tell(sid, event, only=subscription)
+            # The first message is read while the session is checked and subscribed to (the
+            # three are independent); none is applied before the check passes.
+            attached = asyncio.Event()
+            subscription: Subscription | None = None
 
             async def read() -> None:
                 async for message in request_iterator:
+                    await attached.wait()
                     try:
                         try:
                             await self.runtime.admit(user, message)
@@ -186,7 +184,20 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
                         self.runtime.refuse(sid, message, error, only=subscription)
 
             reader = asyncio.create_task(read(), name=f"stream-reader:{sid}")
-            reader.add_done_callback(lambda task: subscription.end() if failed(task) else None)
+            try:
+                subscription = await self._attach(sid, user, first.attach)
+            except BaseException:
+                reader.cancel()
+                await asyncio.wait([reader])
+                raise
+            if first.attach.last_seq >= 0:
+                # A reconnecting IDE may have lost a tool_call it never ran: each unanswered
+                # one is sent again after the replay, outside the log, with the same call_id.
+                for event in await self.runtime.resend_dispatched(sid):
+                    self.hub.tell(sid, event, only=subscription)
+            attached.set()
+            end = subscription.end
+            reader.add_done_callback(lambda task: end() if failed(task) else None)
             try:
                 async for ready in subscription:
                     for message in pack_events(ready):
@@ -198,6 +209,20 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
             if failed(reader):
                 log.error("stream reader failed", exc_info=reader.exception())
                 raise ServiceError("the stream stopped reading; reconnect to go on")
+
+    async def _attach(self, sid: str, user: str, attach: common.Attach) -> Subscription:
+        """Check (or create) the session and subscribe to it, side by side: a subscription
+        that turns out not to be the caller's is closed before it delivers anything."""
+        subscribing = asyncio.create_task(self.hub.subscribe(sid, attach.last_seq))
+        try:
+            await self.runtime.attach(sid, user, attach.title, attach.system_prompt)
+        except BaseException:
+            subscribing.cancel()
+            await asyncio.wait([subscribing])
+            if not subscribing.cancelled() and subscribing.exception() is None:
+                subscribing.result().close()
+            raise
+        return await subscribing
 
     async def CreateSession(
         self, request: pb.CreateSessionRequest, context: aio.ServicerContext[Any, Any]
