@@ -81,6 +81,24 @@ async def test_a_repeat_sent_while_the_first_still_waits_is_applied_once(mesh: M
     assert len(mesh.scripted.requests) == 1
 
 
+async def test_a_claim_whose_delivery_died_before_it_started_lets_the_resend_apply(
+    mesh: Mesh,
+) -> None:
+    # Its process died after the claim and before the message was stored: never applied.
+    await mesh.client.runtime.CreateSession(runtime_pb2.CreateSessionRequest(session_id="died"))
+    await mesh.pool.execute(
+        "insert into orchestrator.client_messages (session_id, client_message_id, kind) "
+        "values ('died', 'd-1', 'user_message')"
+    )
+    mesh.scripted.enqueue({"text": "Applied now."})
+    async with ide(mesh, "died") as client:
+        answered = await client.say("once", client_message_id="d-1")
+        again = await client.say("once", client_message_id="d-1")
+    assert text_of(answered) == "Applied now."
+    assert again[-1]["status"] == "duplicate"
+    assert await user_messages(mesh.client, "died") == ["once"]
+
+
 async def test_the_claim_holds_across_a_runtime_restart(database_url: str) -> None:
     async with running_mesh(database_url, multi_agent_mode=False) as first:
         first.scripted.enqueue({"text": "Before the restart."})

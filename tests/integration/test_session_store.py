@@ -1,5 +1,6 @@
 """The session rows: attaching creates a session on first use (also when two replicas attach
-at once); a turn's start commits without a WAL flush and leaves the connection as it was."""
+at once); a turn's start commits without a WAL flush and leaves the connection as it was, and
+claims an unclaimed client message id in the same statement."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from asyncpg import Pool
 
 from services.common.db import create_pool
 from services.orchestrator.errors import SessionNotFound
-from services.orchestrator.state.store import SessionStore
+from services.orchestrator.state.store import Repeated, SessionStore, TurnStart, Unclaimed
 
 
 async def test_an_attach_waiting_on_a_concurrent_creation_sees_the_session(
@@ -65,6 +66,7 @@ async def test_a_turn_start_is_visible_and_leaves_the_connection_flushing(
         await store.attach("flush", "u1", "orchestrator")  # created without a flush too
         assert await single.fetchval("show synchronous_commit") == "on"
         start = await store.begin_turn("flush", "RESEARCHING", ["INITED"])
+        assert isinstance(start, TurnStart)
         assert start.session.session_id == "flush"
         # The same (only) connection: the statement's setting did not outlive it.
         assert await single.fetchval("show synchronous_commit") == "on"
@@ -86,3 +88,65 @@ async def test_a_new_owner_reads_the_turn_state_and_whether_messages_wait(pool: 
         "insert into orchestrator.inbox (session_id, user_id, message) values ('taken', 'u1', '')"
     )
     assert await store.takeover_state("taken") == ("running", True)
+
+
+async def turn_state(pool: Pool, sid: str) -> str:
+    return str(
+        await pool.fetchval(
+            "select turn_state from orchestrator.sessions where session_id = $1", sid
+        )
+    )
+
+
+async def test_a_turn_start_claims_a_new_client_message_id(pool: Pool) -> None:
+    store = SessionStore(pool)
+    await store.attach("claims", "u1", "orchestrator")
+    start = await store.begin_turn("claims", None, [], Unclaimed("m-1", "user_message", False))
+    assert isinstance(start, TurnStart)
+    row = await pool.fetchrow(
+        "select kind, started from orchestrator.client_messages "
+        "where session_id = 'claims' and client_message_id = 'm-1'"
+    )
+    assert (row["kind"], row["started"]) == ("user_message", False)
+    assert await turn_state(pool, "claims") == "running"
+
+
+@pytest.mark.parametrize(
+    ("started", "live", "applies"),
+    [
+        (True, False, False),  # applied before: a repeat
+        (False, True, False),  # claimed by a delivery waiting in this process: a repeat
+        (False, False, True),  # claimed by a delivery that died before it started: apply
+    ],
+)
+async def test_a_turn_start_on_a_claimed_id_begins_only_when_the_claim_never_started(
+    pool: Pool, started: bool, live: bool, applies: bool
+) -> None:
+    store = SessionStore(pool)
+    sid = f"claimed-{started}-{live}"
+    await store.attach(sid, "u1", "orchestrator")
+    await pool.execute(
+        "insert into orchestrator.client_messages (session_id, client_message_id, kind, "
+        "started, first_seq) values ($1, 'm-1', 'user_message', $2, $3)",
+        sid,
+        started,
+        7 if started else None,
+    )
+    start = await store.begin_turn(
+        sid, "RESEARCHING", ["INITED"], Unclaimed("m-1", "user_message", live)
+    )
+    if applies:
+        assert isinstance(start, TurnStart)
+        assert await turn_state(pool, sid) == "running"
+    else:
+        assert start == Repeated(7 if started else None)
+        # Nothing began: the session is as it was.
+        row = await pool.fetchrow(
+            "select turn_state, state from orchestrator.sessions where session_id = $1", sid
+        )
+        assert (row["turn_state"], row["state"]) == ("idle", "INITED")
+
+
+async def test_a_turn_start_of_a_missing_session_is_not_found(pool: Pool) -> None:
+    with pytest.raises(SessionNotFound):
+        await SessionStore(pool).begin_turn("nowhere", None, [])

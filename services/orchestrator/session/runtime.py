@@ -32,9 +32,10 @@ from services.orchestrator.session.tool_timeouts import TimedOut, ToolTimeouts
 from services.orchestrator.state import events
 from services.orchestrator.state.hub import SessionHub, Subscription
 from services.orchestrator.state.session_states import TERMINAL, SessionState, sources_of
-from services.orchestrator.state.store import SessionStore
+from services.orchestrator.state.store import Repeated, SessionStore, TurnStart, Unclaimed
 from services.orchestrator.turn.executors.ide import tool_call_event
 from services.orchestrator.turn.executors.plans import PlanDecision
+from services.orchestrator.turn.loop import ReadAhead
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +111,8 @@ class Runtime:
         """Sessions whose running task handles a cancel: a second cancel waits its turn."""
         self._live: dict[str, set[str]] = {}
         """Client message ids claimed here and not yet handled to the end."""
+        self._unclaimed: dict[str, set[str]] = {}
+        """Ids of user messages queued here unclaimed: their turn's start claims them."""
         self._handling: dict[str, tuple[str, int]] = {}
         """(client message id, first seq) of the user message each session is handling."""
         self._background: list[asyncio.Task[None]] = []
@@ -151,12 +154,16 @@ class Runtime:
         if message.WhichOneof("message") == "user_message":
             await self.limits.admit_message(user_id)
 
-    async def submit(self, session_id: str, user_id: str, item: Item) -> str:
+    async def submit(
+        self, session_id: str, user_id: str, item: Item, *, answer: bool = True
+    ) -> str:
         """Deliver one message to the session's owner (this replica when it can be):
-        ``accepted``, or ``duplicate`` for a repeated client message id seen here."""
+        ``accepted``, or ``duplicate`` for a repeated client message id seen here.
+        ``answer`` False: the caller does not read the answer (a stream), so an idle
+        session's user message is claimed by its turn's first statement, not before."""
         spans.stamp(item)
         if await self._own(session_id):
-            return await self._local(session_id, user_id, item)
+            return await self._local(session_id, user_id, item, answer=answer)
         if isinstance(item, pb.ClientMessage):
             await self.ownership.post(session_id, user_id, item)
         return "accepted"
@@ -193,12 +200,29 @@ class Runtime:
             for user_id, message in await self.ownership.take(sid):
                 await self._local(sid, user_id, message)
 
-    async def _local(self, sid: str, user_id: str, item: Item) -> str:
+    async def _local(self, sid: str, user_id: str, item: Item, *, answer: bool = False) -> str:
         cid = client_message_id(item)
-        if cid is not None and not await self._claim(sid, cid, kind_of(item)):
+        unclaimed = self._unclaimed.setdefault(sid, set())
+        if cid is not None and cid in unclaimed:
+            # Its first delivery waits here to begin (and claim the id): a repeat.
+            await self._duplicate(sid, cid, None)
             return "duplicate"
         running = self._running.get(sid)
         busy = running is not None and not running.done()
+        inbox = self._inboxes.get(sid)
+        if (
+            cid is not None
+            and not answer
+            and not busy
+            and (inbox is None or inbox.empty())
+            and kind_of(item) == "user_message"
+            and cid not in self._live.get(sid, ())
+        ):
+            # The turn starts at once: its begin_turn claims the id, one round trip less
+            # before the model call.
+            unclaimed.add(cid)
+        elif cid is not None and not await self._claim(sid, cid, kind_of(item)):
+            return "duplicate"
         if isinstance(item, pb.ClientMessage):
             kind = item.WhichOneof("message")
             # A cancel interrupts a running turn, but not a cancel being handled (it would
@@ -232,7 +256,6 @@ class Runtime:
                 if policy == "interrupt":
                     assert running is not None
                     running.cancel()
-        inbox = self._inboxes.get(sid)
         if inbox is None:
             inbox = self._inboxes[sid] = asyncio.Queue()
             self._workers[sid] = asyncio.create_task(self._work(sid, inbox), name=f"session:{sid}")
@@ -243,13 +266,19 @@ class Runtime:
         """True when the message is to be applied; a repeat is answered here instead."""
         claim = await self.client_ids.claim(sid, cid, kind)
         live = self._live.setdefault(sid, set())
-        if claim.fresh or not (claim.started or cid in live):
+        waiting = cid in live or cid in self._unclaimed.get(sid, ())
+        if claim.fresh or not (claim.started or waiting):
             live.add(cid)
             return True
-        handling = self._handling.get(sid)
-        first = claim.first_seq or (handling[1] if handling and handling[0] == cid else None)
-        await self.hub.emit(sid, events.duplicate(cid, first or await self.hub.next_seq(sid)))
+        await self._duplicate(sid, cid, claim.first_seq)
         return False
+
+    async def _duplicate(self, sid: str, cid: str, first_seq: int | None) -> None:
+        """Tell the clients that message ``cid`` was delivered before (where its events
+        start, when known)."""
+        handling = self._handling.get(sid)
+        first = first_seq or (handling[1] if handling and handling[0] == cid else None)
+        await self.hub.emit(sid, events.duplicate(cid, first or await self.hub.next_seq(sid)))
 
     async def _started(self, sid: str, cid: str | None, item: Item | None = None) -> None:
         """Handling of client message ``cid`` begins: its events start at the next seq. A
@@ -287,6 +316,7 @@ class Runtime:
                 self._workers.pop(sid, None)
                 self._running.pop(sid, None)
                 self._live.pop(sid, None)
+                self._unclaimed.pop(sid, None)
                 self.hub.forget(sid)
                 await asyncio.shield(self.ownership.release(sid))
 
@@ -304,30 +334,63 @@ class Runtime:
     @spans.turn
     async def _run_one(self, sid: str, user_id: str, item: Item) -> None:
         cid = client_message_id(item)
+        unclaimed = cid is not None and cid in self._unclaimed.get(sid, ())
+        marked = not unclaimed  # a claimed message is live already; an unclaimed one once begun
         try:
             await self._started(sid, cid, item)
-            await self._run_started(sid, user_id, item)
+            begun = await self._begin(sid, item, cid if unclaimed else None)
+            if begun is None:
+                return  # a repeat: answered, nothing began
+            marked = True
+            await self._run_begun(sid, user_id, item, *begun)
         finally:
             self._handling.pop(sid, None)
-            self._live.get(sid, set()).discard(cid or "")
+            if marked:
+                self._live.get(sid, set()).discard(cid or "")
 
-    async def _run_started(self, sid: str, user_id: str, item: Item) -> None:
+    async def _begin(
+        self, sid: str, item: Item, unclaimed: str | None
+    ) -> tuple[TurnStart, ReadAhead | None] | None:
+        """The turn's first statement (claiming ``unclaimed`` in it); None when that id was
+        delivered before and this delivery is not to be applied (answered here)."""
         research = SessionState.RESEARCHING
-        loop = self.inputs.loop
         # A user message's first model call needs the history and the hand-over context:
         # read them beside the start.
         is_user = isinstance(item, pb.ClientMessage) and item.HasField("user_message")
-        ahead = loop.read_ahead(sid) if is_user else None
+        ahead = self.inputs.loop.read_ahead(sid) if is_user else None
+        waiting = self._unclaimed.get(sid, set())
+        claim = None
+        if unclaimed is not None:
+            claim = Unclaimed(unclaimed, kind_of(item), unclaimed in self._live.get(sid, ()))
         try:
             start = await self.store.begin_turn(
                 sid,
                 research.value if self._starts_task(item) else None,
                 [state.value for state in sources_of(research)],
+                claim,
             )
         except BaseException:
             if ahead is not None:
                 ahead.cancel()
+            waiting.discard(unclaimed or "")
             raise
+        if isinstance(start, Repeated):
+            waiting.discard(unclaimed or "")
+            if ahead is not None:
+                ahead.cancel()
+            assert unclaimed is not None
+            await self._duplicate(sid, unclaimed, start.first_seq)
+            return None
+        if unclaimed is not None:
+            # Live before it stops being unclaimed: a repeat claimed meanwhile sees it.
+            self._live.setdefault(sid, set()).add(unclaimed)
+            waiting.discard(unclaimed)
+        return start, ahead
+
+    async def _run_begun(
+        self, sid: str, user_id: str, item: Item, start: TurnStart, ahead: ReadAhead | None
+    ) -> None:
+        loop = self.inputs.loop
         loop.begin(sid, start, ahead)
         agent = start.session.current_agent
         version = start.session.agent_versions.get(agent)

@@ -54,6 +54,23 @@ class TurnStart:
     """(parent session, parent call) of a delegate's session."""
 
 
+@dataclass(frozen=True, slots=True)
+class Unclaimed:
+    """A client message id to claim as its turn begins (not claimed when it arrived)."""
+
+    client_id: str
+    kind: str
+    live: bool
+    """Another delivery of the id waits or runs in this process."""
+
+
+@dataclass(frozen=True, slots=True)
+class Repeated:
+    """``begin_turn`` found the message's id claimed by an earlier delivery: nothing began."""
+
+    first_seq: int | None
+
+
 @dataclass(frozen=True)
 class StoredMessage:
     """One entry of the LLM history."""
@@ -282,15 +299,30 @@ class SessionStore:
         return dict(totals or {}), {r["type"]: r["n"] for r in by_type}
 
     async def begin_turn(
-        self, session_id: str, move_to: str | None, sources: Sequence[str]
-    ) -> TurnStart:
+        self,
+        session_id: str,
+        move_to: str | None,
+        sources: Sequence[str],
+        claim: Unclaimed | None = None,
+    ) -> TurnStart | Repeated:
         """Mark the turn running (and move the session to ``move_to`` when one of
-        ``sources`` allows it), reading what the turn needs, in one round trip."""
+        ``sources`` allows it), reading what the turn needs, in one round trip. ``claim``:
+        the message's id is claimed in the same statement, and a repeat begins nothing."""
+        cid, kind, live = (claim.client_id, claim.kind, claim.live) if claim else (None, "", False)
         async with db_errors("start turn", "DB_WRITE_ERROR"):
             row = await self.pool.fetchrow(
-                QUERIES["begin_turn"], session_id, move_to is not None, move_to, list(sources)
+                QUERIES["begin_turn"],
+                session_id,
+                move_to is not None,
+                move_to,
+                list(sources),
+                cid,
+                kind,
+                live,
             )
-        if row is None or row["deleted_at"] is not None:
+        if not row["applies"]:
+            return Repeated(row["earlier_seq"])
+        if row["session_id"] is None or row["deleted_at"] is not None:
             raise SessionNotFound(f"Session not found: {session_id}", session_id=session_id)
         parent = row["parent_session_id"]
         return TurnStart(

@@ -176,7 +176,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
                             await self.runtime.admit(user, message)
                         except LimitReached as limited:
                             message = limit_rejection(limited)
-                        await self.runtime.submit(sid, user, message)
+                        await self.runtime.submit(sid, user, message, answer=False)
                     except ServiceError as error:
                         # Not accepted (Postgres away, the owner unreachable): this client
                         # is told, the stream goes on hearing it.

@@ -11,7 +11,7 @@ from codelab.v1 import common_pb2 as pb
 from services.common.db import Pool
 from services.common.errors import ServiceError
 from services.llmproxy.errors import LlmError
-from services.orchestrator.state.store import SessionStore
+from services.orchestrator.state.store import SessionStore, TurnStart
 from services.orchestrator.turn.toolbox import ToolSpec
 from tests.support.llm_proxy import Reply, finish, text
 from tests.support.routing import Routing, routing_over, said
@@ -23,6 +23,7 @@ async def start_turn(routing: Routing, sid: str) -> None:
     the history and hand-over context read beside it."""
     loop = routing.inputs.loop
     start = await routing.store.begin_turn(sid, None, [])
+    assert isinstance(start, TurnStart)
     loop.begin(sid, start, loop.read_ahead(sid))
 
 

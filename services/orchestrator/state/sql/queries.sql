@@ -355,13 +355,31 @@ where session_id = $1 order by started_at;
 -- starts a task ($2) the session moves to $3 (RESEARCHING) if its state is one of $4 (the
 -- state machine's sources); and what the turn needs: the session row, whether tool calls
 -- (its own or a delegate's) are still open, whether a plan is running.
+-- $5: a client message id not claimed yet (null: none, or claimed already), claimed here
+-- with kind $6; the turn begins only when this delivery is to be applied: it claimed the
+-- id, or an earlier claim never started and is not live in this process ($7: it is). Else
+-- nothing changes and the row says so (applies false, the earlier claim's first_seq).
 -- Committed without waiting for the WAL flush (synchronous_commit off for this statement's
 -- transaction only): nothing of the turn reaches a client before an event commits, and that
 -- commit flushes the WAL up to and including this one (see docs/decisions.md).
 with no_flush as (
     select set_config('synchronous_commit', 'off', true) as setting
+), claimed as (
+    insert into orchestrator.client_messages (session_id, client_message_id, kind)
+    select $1, $5::text, $6 from no_flush where $5::text is not null
+    on conflict (session_id, client_message_id) do nothing
+    returning 1
+), earlier as (
+    select first_seq, started from orchestrator.client_messages
+    where $5::text is not null and session_id = $1 and client_message_id = $5::text
+      and not exists (select 1 from claimed)
+), applies as (
+    select $5::text is null or exists (select 1 from claimed)
+           or not ($7::bool or coalesce((select started from earlier), false)) as yes
 ), previous as (
-    select session_id, state from orchestrator.sessions where session_id = $1 for update
+    select session_id, state from orchestrator.sessions
+    where session_id = $1 and (select yes from applies)
+    for update
 ), moved as (
     update orchestrator.sessions s
     set turn_state = 'running',
@@ -374,7 +392,8 @@ with no_flush as (
     where s.session_id = previous.session_id
     returning s.*
 )
-select m.session_id, m.user_id, m.title, m.system_prompt, m.current_agent,
+select (select yes from applies) as applies, (select first_seq from earlier) as earlier_seq,
+       m.session_id, m.user_id, m.title, m.system_prompt, m.current_agent,
        m.created_at, m.last_activity, m.deleted_at, m.switch_count, m.last_switch_at,
        m.busy_policy, m.turn_state, m.tool_tokens_offered, m.tool_tokens_all,
        m.agent_versions, m.clarifications_used, m.searches_used, 0 as message_count, m.parent_session_id, m.parent_call_id,
@@ -389,7 +408,7 @@ select m.session_id, m.user_id, m.title, m.system_prompt, m.current_agent,
            select 1 from orchestrator.plans p
            where p.session_id = m.session_id and p.status = 'running'
        ) as running_plan
-from moved m, no_flush;
+from no_flush left join moved m on true;
 
 -- name: end_turn
 -- The message is handled: the turn is idle, and the session moves to $2 when it may come
