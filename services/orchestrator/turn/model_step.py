@@ -11,6 +11,7 @@ docs/decisions.md).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
@@ -96,6 +97,12 @@ class ModelStep:
         writes = [ask.ready] if ask.ready is not None else []
         try:
             return await self._run(ask, writes)
+        except ServiceError:
+            # The failure is reported after the switch it follows, as an answer would be.
+            for write in writes:
+                with contextlib.suppress(ServiceError):
+                    await write.wait()
+            raise
         finally:
             for write in writes:  # whatever happened, the switch and the counts are written
                 write.start()

@@ -57,6 +57,23 @@ async def test_a_model_failing_before_any_token_leaves_the_message_and_switch(
     assert (await routing.store.get_session("s1")).current_agent == "coder"
 
 
+async def test_a_model_failure_is_reported_after_a_slow_switch(routing: Routing) -> None:
+    # The switch's write waits on the session row (held elsewhere); the model fails at once.
+    routing.proxy.play(Reply((), LlmError("refused")))
+    await start_turn(routing, "s1")
+    async with routing.store.pool.acquire() as other, other.transaction():
+        await other.execute(
+            "select 1 from orchestrator.sessions where session_id = 's1' for update"
+        )
+        turn = asyncio.create_task(
+            routing.inputs.user_message("s1", said("fix it", agent_type="coder"))
+        )
+        await asyncio.sleep(0.3)
+        assert not turn.done()  # the error waits for the switch it follows
+    await asyncio.wait_for(turn, 10)
+    assert await logged(routing, "s1") == ["agent_switched", "error", "done"]
+
+
 async def test_an_unknown_agent_type_still_keeps_the_message(routing: Routing) -> None:
     await start_turn(routing, "s1")
     with pytest.raises(ServiceError) as refused:
