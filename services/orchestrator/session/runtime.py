@@ -192,18 +192,17 @@ class Runtime:
             )
             await self.hub.emit(sid, events.done("error"))
         for user_id, message in await self.ownership.take(sid) if posted else ():
-            await self._local(sid, user_id, message)
+            await self._local(sid, user_id, message, answer=False)
         return True
 
     async def _drain(self, sid: str) -> None:
         if await self._own(sid):
             for user_id, message in await self.ownership.take(sid):
-                await self._local(sid, user_id, message)
+                await self._local(sid, user_id, message, answer=False)
 
-    async def _local(self, sid: str, user_id: str, item: Item, *, answer: bool = False) -> str:
+    async def _local(self, sid: str, user_id: str, item: Item, *, answer: bool) -> str:
         cid = client_message_id(item)
-        unclaimed = self._unclaimed.setdefault(sid, set())
-        if cid is not None and cid in unclaimed:
+        if cid is not None and cid in self._unclaimed.get(sid, ()):
             # Its first delivery waits here to begin (and claim the id): a repeat.
             await self._duplicate(sid, cid, None)
             return "duplicate"
@@ -220,7 +219,7 @@ class Runtime:
         ):
             # The turn starts at once: its begin_turn claims the id, one round trip less
             # before the model call.
-            unclaimed.add(cid)
+            self._unclaimed.setdefault(sid, set()).add(cid)
         elif cid is not None and not await self._claim(sid, cid, kind_of(item)):
             return "duplicate"
         if isinstance(item, pb.ClientMessage):
@@ -358,10 +357,10 @@ class Runtime:
         # read them beside the start.
         is_user = isinstance(item, pb.ClientMessage) and item.HasField("user_message")
         ahead = self.inputs.loop.read_ahead(sid) if is_user else None
-        waiting = self._unclaimed.get(sid, set())
         claim = None
         if unclaimed is not None:
             claim = Unclaimed(unclaimed, kind_of(item), unclaimed in self._live.get(sid, ()))
+        start: TurnStart | Repeated | None = None
         try:
             start = await self.store.begin_turn(
                 sid,
@@ -369,22 +368,18 @@ class Runtime:
                 [state.value for state in sources_of(research)],
                 claim,
             )
-        except BaseException:
-            if ahead is not None:
+        finally:
+            # No await between this and the live mark below: a repeat sees the id either
+            # unclaimed or live.
+            self._unclaimed.get(sid, set()).discard(unclaimed or "")
+            if ahead is not None and not isinstance(start, TurnStart):
                 ahead.cancel()
-            waiting.discard(unclaimed or "")
-            raise
         if isinstance(start, Repeated):
-            waiting.discard(unclaimed or "")
-            if ahead is not None:
-                ahead.cancel()
             assert unclaimed is not None
             await self._duplicate(sid, unclaimed, start.first_seq)
             return None
         if unclaimed is not None:
-            # Live before it stops being unclaimed: a repeat claimed meanwhile sees it.
             self._live.setdefault(sid, set()).add(unclaimed)
-            waiting.discard(unclaimed)
         return start, ahead
 
     async def _run_begun(
@@ -505,7 +500,7 @@ class Runtime:
         """Hand expired approvals to their sessions' owners."""
         for expired in await self.hitl.expire_due():
             if await self._own(expired.session_id):
-                await self._local(expired.session_id, "", expired)
+                await self._local(expired.session_id, "", expired, answer=False)
             else:
                 # Another replica owns the session and hitl will not list this approval
                 # again: relay a decision, which hitl answers HITL_TIMEOUT, so the owner
@@ -520,7 +515,7 @@ class Runtime:
         another replica's are its own sweep's."""
         for due in await self.timeouts.overdue():
             if await self._own(due.session_id):
-                await self._local(due.session_id, "", due)
+                await self._local(due.session_id, "", due, answer=False)
 
     async def resend_dispatched(self, session_id: str) -> list[pb.ServerEvent]:
         """The tool_call of every dispatched, unanswered call, as first sent: for an IDE
