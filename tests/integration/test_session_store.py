@@ -12,7 +12,14 @@ from asyncpg import Pool
 
 from services.common.db import create_pool
 from services.orchestrator.errors import SessionNotFound
-from services.orchestrator.state.store import Repeated, SessionStore, TurnStart, Unclaimed
+from services.orchestrator.state.store import (
+    Repeated,
+    RowChanges,
+    SessionStore,
+    SwitchRow,
+    TurnStart,
+    Unclaimed,
+)
 
 
 async def test_an_attach_waiting_on_a_concurrent_creation_sees_the_session(
@@ -150,3 +157,63 @@ async def test_a_turn_start_on_a_claimed_id_begins_only_when_the_claim_never_sta
 async def test_a_turn_start_of_a_missing_session_is_not_found(pool: Pool) -> None:
     with pytest.raises(SessionNotFound):
         await SessionStore(pool).begin_turn("nowhere", None, [])
+
+
+async def session_row(pool: Pool, sid: str) -> tuple[object, ...]:
+    row = await pool.fetchrow(
+        "select current_agent, switch_count, last_switch_at is not null as switched,"
+        " agent_versions, tool_tokens_offered, tool_tokens_all"
+        " from orchestrator.sessions where session_id = $1",
+        sid,
+    )
+    assert row is not None
+    return tuple(row.values())
+
+
+async def switches(pool: Pool, sid: str) -> list[tuple[str, str, str, str | None, str]]:
+    rows = await pool.fetch(
+        "select from_agent, to_agent, reason, confidence, method"
+        " from orchestrator.agent_switches where session_id = $1 order by id",
+        sid,
+    )
+    return [tuple(r.values()) for r in rows]  # type: ignore[misc]
+
+
+async def test_a_turns_switch_pin_and_counts_are_one_write_of_the_row(pool: Pool) -> None:
+    store = SessionStore(pool)
+    await store.attach("rows", "u1", "orchestrator")
+    switch = SwitchRow("orchestrator", "coder", "requested by the user", None, "explicit")
+    changes = RowChanges(switch, ("coder", 3), (120, 900))
+    await store.write_changes("rows", changes, flush=False)
+    assert await session_row(pool, "rows") == ("coder", 1, True, {"coder": 3}, 120, 900)
+    assert await switches(pool, "rows") == [tuple(switch)]
+    # Each part alone leaves the others as they were.
+    await store.write_changes("rows", RowChanges(tool_tokens=(30, 900)), flush=True)
+    await store.write_changes("rows", RowChanges(pin=("ask", 1)), flush=True)
+    assert await session_row(pool, "rows") == (
+        "coder",
+        1,
+        True,
+        {"coder": 3, "ask": 1},
+        150,
+        1800,
+    )
+    assert len(await switches(pool, "rows")) == 1
+    back = SwitchRow("coder", "orchestrator", "task completed", "high", "completion")
+    await store.write_changes("rows", RowChanges(switch=back), flush=False)
+    assert (await session_row(pool, "rows"))[:2] == ("orchestrator", 2)
+    assert await switches(pool, "rows") == [tuple(switch), tuple(back)]
+
+
+async def test_row_changes_leave_the_connection_flushing(database_url: str) -> None:
+    single = await create_pool(database_url, min_size=1, max_size=1)
+    try:
+        store = SessionStore(single)
+        await store.attach("unflushed", "u1", "orchestrator")
+        await store.write_changes("unflushed", RowChanges(pin=("coder", 1)), flush=False)
+        assert await single.fetchval("show synchronous_commit") == "on"
+        # Nothing to write: no statement, nothing changes.
+        await store.write_changes("unflushed", RowChanges(), flush=True)
+        assert (await session_row(single, "unflushed"))[3] == {"coder": 1}
+    finally:
+        await single.close()

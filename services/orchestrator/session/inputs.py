@@ -30,7 +30,7 @@ from services.orchestrator.peers.agent_directory import AgentHit
 from services.orchestrator.peers.mesh_clients import Expired
 from services.orchestrator.session.tool_timeouts import TimedOut
 from services.orchestrator.state import events
-from services.orchestrator.state.store import StoredMessage
+from services.orchestrator.state.store import RowChanges, StoredMessage
 from services.orchestrator.turn.arguments import validate_arguments
 from services.orchestrator.turn.executors.plans import PlanRunner
 from services.orchestrator.turn.file_rules import check_paths
@@ -151,16 +151,16 @@ class Inputs:
         # lose it); its turn's first event commits after it (``ready``) and flushes it too.
         write = functools.partial(loop.store.add_message, sid, user, flush=False, applies=applies)
         stored = loop.background(after_read(history, write))
-        switched: Awaitable[None] | None = None
-        pinned: Awaitable[None] | None = None
-        # The switch and the pin start once the first model request is sent.
-        ready = TurnWrites(lambda: _all(stored, switched, pinned))
+        # The switch, the pin and the first call's tool counts: one write of the session's
+        # row, started once the first model request is sent (the first event flushes it).
+        row = RowChanges()
+        ready = TurnWrites(lambda: _all(stored, loop.record(sid, row, flush=False)), row)
         try:
             loop.new_turn(sid)
             to = await self.route(sid, message)
             # An unknown agent_type fails here, before any call.
-            template, pinned = await loop.resolve(sid, to.agent)
-            switched = await loop.switching(sid, to)
+            template, row.pin = await loop.resolve(sid, to.agent)
+            row.switch = await loop.switching(sid, to)
             if history is not None:
                 try:
                     first = FirstStep(template, [*await history, user], ready)

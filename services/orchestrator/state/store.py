@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import asyncpg
 
@@ -69,6 +69,32 @@ class Repeated:
     """``begin_turn`` found the message's id claimed by an earlier delivery: nothing began."""
 
     first_seq: int | None
+
+
+class SwitchRow(NamedTuple):
+    """An agent switch as recorded (``agent_switches``)."""
+
+    from_agent: str
+    to_agent: str
+    reason: str
+    confidence: str | None
+    method: str
+
+
+@dataclass
+class RowChanges:
+    """Changes to one session's row, written together by ``write_changes``: a turn's
+    switch, version pin and first model call's tool-schema token counts are one statement,
+    not three updates of the same row queueing for its lock."""
+
+    switch: SwitchRow | None = None
+    pin: tuple[str, int] | None = None
+    """(agent, template version) the task runs on from now on."""
+    tool_tokens: tuple[int, int] | None = None
+    """(offered, all) schema tokens of a model call."""
+
+    def __bool__(self) -> bool:
+        return not (self.switch is None and self.pin is None and self.tool_tokens is None)
 
 
 @dataclass(frozen=True)
@@ -391,13 +417,21 @@ class SessionStore:
             rows = await self.pool.fetch(QUERIES["child_sessions"], session_id)
         return [r["session_id"] for r in rows]
 
-    async def add_tool_tokens(self, session_id: str, offered: int, everything: int) -> None:
-        async with db_errors("save tool tokens", "DB_WRITE_ERROR"):
-            await self.pool.execute(QUERIES["add_tool_tokens"], session_id, offered, everything)
-
-    async def pin_agent_version(self, session_id: str, agent: str, version: int) -> None:
-        async with db_errors("pin template version", "DB_WRITE_ERROR"):
-            await self.pool.execute(QUERIES["pin_agent_version"], session_id, agent, version)
+    async def write_changes(self, session_id: str, changes: RowChanges, *, flush: bool) -> None:
+        """Write ``changes`` to the session's row in one statement (nothing when empty);
+        ``flush`` False: only when an event of the same turn commits after it."""
+        if not changes:
+            return
+        switch, pin, counts = changes.switch, changes.pin, changes.tool_tokens
+        async with db_errors("save session", "DB_WRITE_ERROR"):
+            await self.pool.execute(
+                QUERIES["session_changes"],
+                session_id,
+                *(switch if switch is not None else (None,) * 5),
+                *(pin if pin is not None else (None, None)),
+                *(counts if counts is not None else (0, 0)),
+                flush,
+            )
 
     async def set_context_metadata(self, session_id: str, metadata: Mapping[str, Any]) -> None:
         """Merge ``metadata`` into the session's context metadata (seed 000)."""

@@ -127,26 +127,6 @@ class Ledger:
             rows = await self.pool.fetch(QUERIES["reviewed_patches"], session_id)
         return [r["patch"] for r in rows]
 
-    async def record_switch(
-        self,
-        session_id: str,
-        from_agent: str,
-        to_agent: str,
-        reason: str,
-        confidence: str | None,
-        method: str,
-    ) -> None:
-        async with db_errors("record switch", "DB_WRITE_ERROR"):
-            await self.pool.execute(
-                QUERIES["record_switch"],
-                session_id,
-                from_agent,
-                to_agent,
-                reason,
-                confidence,
-                method,
-            )
-
     async def create_plan(self, plan: Plan) -> None:
         async with db_errors("save plan", "DB_WRITE_ERROR"):
             await self.pool.execute(

@@ -12,7 +12,6 @@ import asyncio
 import dataclasses
 import json
 import logging
-from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -27,7 +26,14 @@ from services.orchestrator.peers.llm import (
 from services.orchestrator.peers.mesh_clients import HitlClient
 from services.orchestrator.state import events
 from services.orchestrator.state.hub import SessionHub
-from services.orchestrator.state.store import SessionRow, SessionStore, StoredMessage, TurnStart
+from services.orchestrator.state.store import (
+    RowChanges,
+    SessionRow,
+    SessionStore,
+    StoredMessage,
+    SwitchRow,
+    TurnStart,
+)
 from services.orchestrator.turn.approvals import ApprovalGate, rated_risk
 from services.orchestrator.turn.arguments import validate_arguments
 from services.orchestrator.turn.compaction import ContextKeeper
@@ -244,15 +250,13 @@ class AgentLoop:
         """The version of ``name`` the session's task runs on (pinned at its first use)."""
         template, pin = await self.resolve(sid, name)
         if pin is not None:
-            await pin
+            await self.record(sid, RowChanges(pin=pin), flush=True)
         return template
 
-    async def resolve(
-        self, sid: str, name: str
-    ) -> tuple[AgentTemplate, Coroutine[Any, Any, None] | None]:
-        """``template`` without waiting for the pin's write: (template, the write to await,
-        when this is the agent's first use in the task). An admin's new version reaches the
-        next task; the running one finishes on the version it started with."""
+    async def resolve(self, sid: str, name: str) -> tuple[AgentTemplate, tuple[str, int] | None]:
+        """``template`` without writing the pin: (template, the pin to record when this is
+        the agent's first use in the task). An admin's new version reaches the next task;
+        the running one finishes on the version it started with."""
         session = await self.session(sid)
         version = session.agent_versions.get(name)
         if version is not None:
@@ -260,7 +264,7 @@ class AgentLoop:
         template = self.agents.get(name)
         versions = {**session.agent_versions, name: template.version}
         self._rows[sid] = dataclasses.replace(session, agent_versions=versions)
-        return template, self.store.pin_agent_version(sid, name, template.version)
+        return template, (name, template.version)
 
     async def switch(
         self,
@@ -271,13 +275,13 @@ class AgentLoop:
         method: str = "",
     ) -> None:
         """Make ``to_agent`` current: recorded, then announced."""
-        write = await self.switching(sid, Switch(to_agent, reason, confidence, method))
-        if write is not None:
-            await write
+        switch = await self.switching(sid, Switch(to_agent, reason, confidence, method))
+        if switch is not None:
+            await self.record(sid, RowChanges(switch=switch), flush=False)
 
-    async def switching(self, sid: str, to: Switch) -> Coroutine[Any, Any, None] | None:
+    async def switching(self, sid: str, to: Switch) -> SwitchRow | None:
         """``switch`` in memory now (the new agent's first prompt may be built at once);
-        returns the write that records and announces it (None: no switch)."""
+        returns the switch for ``record`` to write and announce (None: no switch)."""
         session = await self.session(sid)
         previous = session.current_agent
         if previous == to.agent:
@@ -285,17 +289,20 @@ class AgentLoop:
         self.agents.get(to.agent)
         self._switched[sid] = (previous, to.agent, to.reason)
         self._rows[sid] = dataclasses.replace(session, current_agent=to.agent)
+        return SwitchRow(previous, to.agent, to.reason, to.confidence, to.method)
 
-        async def record() -> None:
-            await self.ledger.record_switch(
-                sid, previous, to.agent, to.reason, to.confidence, to.method
-            )
+    async def record(self, sid: str, changes: RowChanges, *, flush: bool) -> None:
+        """Write ``changes`` to the session's row (one statement); a switch among them is
+        then announced (``agent_switched``, which commits after it and flushes it)."""
+        await self.store.write_changes(sid, changes, flush=flush)
+        switch = changes.switch
+        if switch is not None:
             self.post(
                 await self.audience(sid),
-                events.agent_switched(previous, to.agent, to.reason, to.confidence),
+                events.agent_switched(
+                    switch.from_agent, switch.to_agent, switch.reason, switch.confidence
+                ),
             )
-
-        return record()
 
     async def advance(self, sid: str, first: FirstStep | None = None) -> None:
         """Run the session until it waits for the IDE or a human, or the task ends;

@@ -26,7 +26,7 @@ from services.orchestrator.peers.llm import LlmClient
 from services.orchestrator.state import events
 from services.orchestrator.state.events import new_id
 from services.orchestrator.state.hub import SessionHub
-from services.orchestrator.state.store import SessionRow, SessionStore, StoredMessage
+from services.orchestrator.state.store import RowChanges, SessionRow, SessionStore, StoredMessage
 from services.orchestrator.turn.compaction import ContextKeeper
 from services.orchestrator.turn.handover import Handover, system_prompt
 from services.orchestrator.turn.ledger import Ledger, LedgerCall
@@ -37,11 +37,23 @@ from services.orchestrator.turn.toolbox import Toolbox, schema_tokens
 class TurnWrites:
     """Writes a model call does not need (a turn's agent switch and version pin, the call's
     tool token counts), started when its request has been sent and committed before the
-    first event of its answer."""
+    first event of its answer. ``row``: the session row changes among them, still open to
+    the call's token counts until the writes start (one statement for the row)."""
 
-    def __init__(self, writes: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    def __init__(
+        self, writes: Callable[[], Coroutine[Any, Any, None]], row: RowChanges | None = None
+    ) -> None:
         self._writes = writes
+        self._row = row
         self._task: asyncio.Task[None] | None = None
+
+    def count(self, offered: int, everything: int) -> bool:
+        """Add a model call's tool-schema token counts to the row changes; False when
+        there are none or they are already being written."""
+        if self._row is None or self._task is not None or self._row.tool_tokens is not None:
+            return False
+        self._row.tool_tokens = (offered, everything)
+        return True
 
     def start(self) -> None:
         """Start the writes (once; later calls do nothing)."""
@@ -119,8 +131,12 @@ class ModelStep:
         if spent:  # seed 003: a spent budget takes its tools out of the prompt
             tools = [t for t in tools if t.name not in spent]
         offered, offerable = schema_tokens(tools), schema_tokens(everything)
-        counted = TurnWrites(lambda: self.store.add_tool_tokens(sid, offered, offerable))
-        writes.append(counted)
+        if ready is not None and ready.count(offered, offerable):
+            counted = ready
+        else:
+            counts = RowChanges(tool_tokens=(offered, offerable))
+            counted = TurnWrites(lambda: self.store.write_changes(sid, counts, flush=True))
+            writes.append(counted)
 
         def sent() -> None:
             for write in writes:

@@ -46,6 +46,35 @@ async def test_the_switch_and_the_message_come_before_the_answer(routing: Routin
     assert await roles(routing.store, "s1") == [("user", "fix it"), ("assistant", "Done.")]
 
 
+async def test_the_first_calls_switch_pin_and_counts_land_on_the_row_together(
+    routing: Routing,
+) -> None:
+    routing.proxy.play(Reply([text("Done."), finish()]))
+    await start_turn(routing, "s1")
+    await routing.inputs.user_message("s1", said("fix it", agent_type="coder"))
+    session = await routing.store.get_session("s1")
+    coder = routing.inputs.loop.agents.get("coder")
+    # To the coder (the turn's write), back when it answered (a switch of its own).
+    assert session.switch_count == 2 and session.agent_versions == {"coder": coder.version}
+    recorded = await routing.store.pool.fetch(
+        "select to_agent, method from orchestrator.agent_switches where session_id = 's1'"
+        " order by id"
+    )
+    assert [tuple(r.values()) for r in recorded] == [
+        ("coder", "explicit"),
+        ("orchestrator", "completion"),
+    ]
+    offered = session.tool_tokens_offered
+    assert 0 < offered <= session.tool_tokens_all
+    # The next turn's first call counts its tools on top; the pin stands.
+    routing.proxy.play(Reply([text("Again."), finish()]))
+    await start_turn(routing, "s1")
+    await routing.inputs.user_message("s1", said("and again", agent_type="coder"))
+    again = await routing.store.get_session("s1")
+    assert again.agent_versions == {"coder": coder.version}
+    assert again.tool_tokens_offered == 2 * offered and again.switch_count == 4
+
+
 async def test_a_model_failing_before_any_token_leaves_the_message_and_switch(
     routing: Routing,
 ) -> None:

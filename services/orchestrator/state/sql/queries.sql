@@ -150,18 +150,29 @@ from orchestrator.agent_templates
 where active
 order by name, version desc;
 
--- name: record_switch
--- Committed without waiting for the WAL flush: the agent_switched event that announces the
--- switch commits after it and flushes it (see begin_turn).
+-- name: session_changes
+-- A session row's changes in one statement, each optional: an agent switch and its record
+-- ($3 null: none), a template version pin ($7 null: none), a model call's tool-schema
+-- token counts ($9, $10; zero: none). $11 false: committed without waiting for the WAL
+-- flush, when an event of the same turn commits after it and flushes it (see begin_turn).
 with no_flush as (
-    select set_config('synchronous_commit', 'off', true) as setting
+    select set_config('synchronous_commit', case when $11::bool then 'on' else 'off' end, true)
+        as setting
 ), s as (
     update orchestrator.sessions
-    set current_agent = $3, switch_count = switch_count + 1, last_switch_at = now()
-    where session_id = $1
+    set current_agent = coalesce($3::text, current_agent),
+        switch_count = switch_count + ($3::text is not null)::int,
+        last_switch_at = case when $3::text is null then last_switch_at else now() end,
+        agent_versions = case
+            when $7::text is null then agent_versions
+            else agent_versions || jsonb_build_object($7::text, $8::int)
+        end,
+        tool_tokens_offered = tool_tokens_offered + $9,
+        tool_tokens_all = tool_tokens_all + $10
+    where session_id = $1 and (select setting from no_flush) is not null
 )
 insert into orchestrator.agent_switches (session_id, from_agent, to_agent, reason, confidence, method)
-select $1, $2, $3, $4, $5, $6 from no_flush;
+select $1, $2, $3, $4, $5, $6 from no_flush where $3::text is not null;
 
 -- name: session_agent
 select current_agent, switch_count, last_switch_at
@@ -320,11 +331,6 @@ select session_id from orchestrator.sessions where parent_session_id = $1;
 -- name: last_event_type
 select type from orchestrator.events where session_id = $1 order by seq desc limit 1;
 
--- name: add_tool_tokens
-update orchestrator.sessions
-set tool_tokens_offered = tool_tokens_offered + $2, tool_tokens_all = tool_tokens_all + $3
-where session_id = $1;
-
 -- name: add_source
 insert into orchestrator.sources (session_id, call_id, kind, locator)
 values ($1, $2, $3, $4)
@@ -425,12 +431,6 @@ set turn_state = 'idle',
                        when s.state = $2 then s.finished_at
                        else now() end
 where s.session_id = $1;
-
--- name: pin_agent_version
--- The task runs ``$2`` at version $3 from now on (until the task ends).
-update orchestrator.sessions
-set agent_versions = agent_versions || jsonb_build_object($2::text, $3::int)
-where session_id = $1;
 
 -- name: reviewed_patches
 -- The patches the person kept in this session's patch reviews, newest first.
