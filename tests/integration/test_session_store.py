@@ -176,7 +176,7 @@ async def switches(pool: Pool, sid: str) -> list[tuple[str, str, str, str | None
         " from orchestrator.agent_switches where session_id = $1 order by id",
         sid,
     )
-    return [tuple(r.values()) for r in rows]  # type: ignore[misc]
+    return [tuple(r.values()) for r in rows]
 
 
 async def test_a_turns_switch_pin_and_counts_are_one_write_of_the_row(pool: Pool) -> None:
