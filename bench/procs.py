@@ -67,7 +67,7 @@ def mesh_processes(supervisor_pid: int, pgdata: Path | None) -> dict[str, list[i
         name = service_name(child)
         if name is not None:
             found.setdefault(name, []).extend(descendants(child))
-    if pgdata is not None:
+    if pgdata is not None:  # the postmaster first: its backends are listed at each snapshot
         try:
             postmaster = int((pgdata / "postmaster.pid").read_text().split()[0])
         except (OSError, ValueError, IndexError):
@@ -119,8 +119,18 @@ class Snapshot:
     rss_kib: Mapping[str, int]
 
 
+def current(processes: Mapping[str, list[int]]) -> dict[str, list[int]]:
+    """``processes`` with Postgres' backends as they are now: a pool opens connections
+    as load grows, and a backend started after the mesh was listed works for it too."""
+    found = dict(processes)
+    if found.get(POSTGRES):
+        found[POSTGRES] = descendants(found[POSTGRES][0])
+    return found
+
+
 def snapshot(processes: Mapping[str, list[int]]) -> Snapshot:
     """Read every service's CPU time and memory now (the bench client's own included)."""
+    processes = current(processes)
     cpu = {name: sum(cpu_seconds(p) for p in pids) for name, pids in processes.items()}
     rss = {name: memory_kib(name, pids) for name, pids in processes.items()}
     cpu["bench client"] = sum(os.times()[:2])

@@ -1,0 +1,46 @@
+"""The bench's process accounting: Postgres backends opened after the mesh was listed count."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from bench.procs import POSTGRES, cpu_delta, current, snapshot
+
+BURN = (
+    "import time\nend = time.process_time() + 0.3\n"
+    "while time.process_time() < end: pass\ntime.sleep(30)\n"
+)
+PARENT = (
+    "import subprocess, sys\n"
+    "sys.stdin.readline()\n"  # the child starts only once the parent has been listed
+    f"child = subprocess.Popen([sys.executable, '-c', {BURN!r}])\n"
+    "sys.stdin.readline()\n"
+    "child.kill()\n"
+)
+
+
+def test_a_backend_started_later_is_listed_and_its_cpu_counted() -> None:
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdin=subprocess.PIPE, text=True)
+    assert parent.stdin is not None
+    try:
+        listed = {POSTGRES: [parent.pid], "other": [os.getpid()]}
+        before = snapshot(listed)
+        assert current(listed)[POSTGRES] == [parent.pid]
+        parent.stdin.write("go\n")
+        parent.stdin.flush()
+        deadline = time.monotonic() + 10
+        while len(current(listed)[POSTGRES]) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(current(listed)[POSTGRES]) == 2 and listed[POSTGRES] == [parent.pid]
+        spent = 0.0
+        while spent < 0.25 and time.monotonic() < deadline:  # the child burns 0.3 s, then waits
+            time.sleep(0.05)
+            spent = cpu_delta(before, snapshot(listed))[POSTGRES]
+        assert spent >= 0.25
+    finally:
+        parent.stdin.write("done\n")
+        parent.stdin.close()
+        parent.wait(10)
