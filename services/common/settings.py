@@ -34,6 +34,13 @@ def _number(env: Mapping[str, str], name: str, default: float, *, minimum: float
     return number(env, name, default, minimum=minimum, error=SettingsError)
 
 
+def _count(env: Mapping[str, str], name: str, default: int) -> int:
+    value = _number(env, name, default, minimum=1)
+    if value != int(value):
+        raise SettingsError(f"{name} must be a whole number, got {env.get(name)!r}")
+    return int(value)
+
+
 def _port(env: Mapping[str, str], name: str, default: int) -> int:
     value = _number(env, name, default)
     if value != int(value) or value > 65535:
@@ -144,6 +151,9 @@ class Settings:
     """SESSION_RETENTION_DAYS: soft-deleted sessions are purged after this many days."""
     multi_agent_mode: bool = True
     """MULTI_AGENT_MODE."""
+    agent_instances_max: int = 2048
+    """AGENT_INSTANCES_MAX: instances per agent template in one orchestrator: at most this
+    many of an agent's messages are handled at once; more wait for one to be released."""
     agent_stream_timeout: float = 300.0
     """AGENT_STREAM_TIMEOUT: seconds the gateway waits on a silent stream."""
     sse_heartbeat: float = 15.0
@@ -229,6 +239,7 @@ class Settings:
                 env, "SESSION_RETENTION_DAYS", cls.session_retention_days, minimum=0
             ),
             multi_agent_mode=_bool(env, "MULTI_AGENT_MODE", cls.multi_agent_mode),
+            agent_instances_max=_count(env, "AGENT_INSTANCES_MAX", cls.agent_instances_max),
             agent_stream_timeout=_number(
                 env, "AGENT_STREAM_TIMEOUT", cls.agent_stream_timeout, minimum=1
             ),

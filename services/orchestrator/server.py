@@ -124,7 +124,10 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
     loop.register("remote", RemoteTools(loop, ledger, hitl, loop.toolbox, remote_http))
     inputs = Inputs(loop, loop.plans)
     instances = InstancePool(
-        pool, agents, clients={"llm": llm, "hitl": hitl, "toolbox": loop.toolbox}
+        pool,
+        agents,
+        max_per_template=settings.agent_instances_max,
+        clients={"llm": llm, "hitl": hitl, "toolbox": loop.toolbox},
     )
     runtime = Runtime(
         store,

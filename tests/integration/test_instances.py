@@ -120,6 +120,38 @@ async def test_a_waiting_lease_gets_the_instance_released_first(
     assert await waiter in set(await asyncio.gather(*holders))
 
 
+async def test_a_lease_takes_the_instance_released_last_and_never_a_busy_one(
+    instances: InstancePool,
+) -> None:
+    async with instances.lease("debug", "e1") as first, instances.lease("debug", "e2") as second:
+        assert first is not second
+    # The inner lease ended first: `first` was released last, and is the one kept warm.
+    async with instances.lease("debug", "e3") as warm:
+        assert warm is first
+        async with instances.lease("debug", "e4") as other:
+            assert other is second and other.session_id == "e4"
+    assert {i.state for i in instances.live("debug")} == {InstanceState.IDLE}
+
+
+async def test_sync_retires_idle_instances_of_an_old_version(
+    pool: Pool, registry: AgentRegistry, instances: InstancePool
+) -> None:
+    async with instances.lease("ask", "s1"), instances.lease("ask", "s2"):
+        pass  # two idle instances of the current version
+    old = {i.instance_id for i in instances.live("ask")}
+    assert len(old) == 2
+    prompt = {"system_prompt": "Short answers."}
+    await TemplateStore(pool).write(definition("ask", prompt_pack=prompt), "admin")
+    await registry.reload(pool)
+    await instances.sync()
+    live = instances.live("ask")
+    assert len(live) == 1 and live[0].instance_id not in old  # the minimum, of the new one
+    async with instances.lease("ask", "s3") as current:
+        assert current is live[0] and current.template.system_prompt == "Short answers."
+    recorded = await states(pool, "ask")
+    assert set(recorded) == {live[0].instance_id}
+
+
 async def _lease_id(instances: InstancePool, template: str, sid: str) -> str:
     async with instances.lease(template, sid, wait=5) as instance:
         return instance.instance_id

@@ -21,6 +21,8 @@ def test_defaults_are_the_architecture_docs() -> None:
     assert (settings.gateway_host, settings.gateway_port) == ("127.0.0.1", 8000)
     assert settings.orchestrator_addr == "127.0.0.1:50051"
     assert settings.multi_agent_mode is True and settings.agent_stream_timeout == 300
+    assert settings.agent_instances_max == 2048
+    assert Settings.from_env({"AGENT_INSTANCES_MAX": "16"}).agent_instances_max == 16
 
 
 @pytest.mark.parametrize(
@@ -29,6 +31,9 @@ def test_defaults_are_the_architecture_docs() -> None:
         ({"GATEWAY_PORT": "eighty"}, "GATEWAY_PORT"),
         ({"GATEWAY_PORT": "70000"}, "GATEWAY_PORT"),
         ({"MULTI_AGENT_MODE": "maybe"}, "MULTI_AGENT_MODE"),
+        ({"AGENT_INSTANCES_MAX": "0"}, "AGENT_INSTANCES_MAX"),
+        ({"AGENT_INSTANCES_MAX": "2.5"}, "AGENT_INSTANCES_MAX"),
+        ({"AGENT_INSTANCES_MAX": "many"}, "AGENT_INSTANCES_MAX"),
         ({"HITL_ADDR": "nohost"}, "HITL_ADDR"),
         ({"LOG_LEVEL": "LOUD"}, "LOG_LEVEL"),
         ({"GATEWAY_API_KEYS": "justakey"}, "GATEWAY_API_KEYS"),

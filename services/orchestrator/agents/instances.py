@@ -2,7 +2,7 @@
 
 An instance (agent_instance.py) is built from one template version, pinned: an admin's
 new version reaches new leases, never a running one. ``lease`` hands out an IDLE instance
-(the most recently used, so few stay warm) or creates one up to ``max_per_template``;
+(the most recently released, so few stay warm) or creates one up to ``max_per_template``;
 beyond that it waits, then fails with PoolExhausted. Release walks the seed's machine
 (Postgres gets the state it ends in, one write)::
 
@@ -40,7 +40,8 @@ from services.orchestrator.state import SQL_DIR
 
 log = logging.getLogger(__name__)
 QUERIES = load_queries(SQL_DIR / "templates.sql")
-DEFAULT_MAX_PER_TEMPLATE = 256
+DEFAULT_MAX_PER_TEMPLATE = 2048
+"""AGENT_INSTANCES_MAX's default (see Settings.agent_instances_max)."""
 __all__ = [
     "DEFAULT_MAX_PER_TEMPLATE",
     "AgentInstance",
@@ -75,6 +76,9 @@ class InstancePool:
         # Rows of this process; replicas share the table.
         self.node = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._live: dict[str, list[AgentInstance]] = defaultdict(list)
+        # The IDLE ones among them, the most recently released last: a lease takes one
+        # without walking every busy instance.
+        self._idle: dict[str, list[AgentInstance]] = defaultdict(list)
         self._creating: Counter[str] = Counter()
         self._changed = asyncio.Condition()
         self._uses = itertools.count(1)
@@ -95,12 +99,12 @@ class InstancePool:
         served = {t.name: t for t in self.registry.all()}
         retired: list[AgentInstance] = []
         async with self._changed:
-            for live in self._live.values():
-                for instance in [i for i in live if i.state is InstanceState.IDLE]:
-                    if not self._current(instance.template):
-                        live.remove(instance)
-                        retired.append(instance)
-                        instance.state = InstanceState.STOPPED
+            for name, idle in self._idle.items():
+                for instance in [i for i in idle if not self._current(i.template)]:
+                    idle.remove(instance)
+                    self._live[name].remove(instance)
+                    retired.append(instance)
+                    instance.state = InstanceState.STOPPED
         for instance in retired:
             await self._persist(instance)
         for template in served.values():
@@ -114,6 +118,7 @@ class InstancePool:
                 for instance in live:
                     instance.state = InstanceState.STOPPED
             self._live.clear()
+            self._idle.clear()
             self._changed.notify_all()
         try:
             async with db_errors("stop instances", "DB_WRITE_ERROR"):
@@ -166,17 +171,25 @@ class InstancePool:
                 if self._closed:
                     raise Unavailable("the instance pool is stopping", code="SERVICE_UNAVAILABLE")
                 template = pinned or self.registry.get(name)
-                live = self._live[name]
-                idle = [i for i in live if i.state is InstanceState.IDLE]
-                fresh = [i for i in idle if i.template.version == template.version]
-                if fresh:
-                    instance, created = max(fresh, key=lambda i: i.uses), False
+                live, idle = self._live[name], self._idle[name]
+                version = template.version
+                fresh = next(
+                    (
+                        k
+                        for k in range(len(idle) - 1, -1, -1)
+                        if idle[k].template.version == version
+                    ),
+                    None,
+                )
+                if fresh is not None:
+                    instance, created = idle.pop(fresh), False
                     break
-                stale = [i for i in idle if not self._current(i.template)]
-                if stale:  # an old version: give its slot to the current one
-                    live.remove(stale[0])
-                    stale[0].state = InstanceState.STOPPED
-                    retired.append(stale[0])
+                stale = next((i for i in idle if not self._current(i.template)), None)
+                if stale is not None:  # an old version: give its slot to the current one
+                    idle.remove(stale)
+                    live.remove(stale)
+                    stale.state = InstanceState.STOPPED
+                    retired.append(stale)
                     continue
                 if len(live) + self._creating[name] < self.max:
                     instance, created = AgentInstance(template, self.clients), True
@@ -241,6 +254,7 @@ class InstancePool:
             return
         async with self._changed:
             instance.state = InstanceState.IDLE
+            self._idle[instance.template.name].append(instance)
             self._changed.notify_all()
         await self._persist(instance, added_failures=failures)
 
@@ -266,6 +280,8 @@ class InstancePool:
         async with self._changed:
             with contextlib.suppress(ValueError):  # already gone after close()
                 self._live[instance.template.name].remove(instance)
+            with contextlib.suppress(ValueError):  # only an idle one is there
+                self._idle[instance.template.name].remove(instance)
             instance.state = state
             self._changed.notify_all()
         await self._persist(instance, added_failures=failures)
@@ -287,6 +303,7 @@ class InstancePool:
                     self._creating[name] -= 1
             async with self._changed:
                 self._live[name].append(instance)
+                self._idle[name].append(instance)
                 self._changed.notify_all()
 
     async def _insert(self, instance: AgentInstance, state: InstanceState) -> None:
