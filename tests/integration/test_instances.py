@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from services.common.db import Pool
+from services.common.db import Pool, create_pool
 from services.orchestrator.agents.instances import InstancePool, InstanceState
 from services.orchestrator.agents.template_store import TemplateStore, recorded_instances
 from services.orchestrator.agents.templates import (
@@ -268,3 +268,21 @@ async def test_session_state_of_an_unknown_session(pool: Pool) -> None:
         await set_state(pool, "nope", SessionState.RESEARCHING)
     with pytest.raises(InvalidTransition, match="unknown session state"):
         await set_state(pool, "nope", "DANCING")
+
+
+async def test_the_mirror_rows_leave_the_connection_flushing(
+    database_url: str, registry: AgentRegistry
+) -> None:
+    """The rows mirror memory and are written without waiting for the WAL flush; the
+    setting is the statement's own, not the pooled connection's."""
+    single = await create_pool(database_url, min_size=1, max_size=1)
+    agents = InstancePool(single, registry, 0, 2)
+    try:
+        async with agents.lease("ask", "m1") as leased:
+            await agents.settled()
+            assert (await states(single, "ask"))[leased.instance_id] == "BUSY"
+        assert (await states(single, "ask"))[leased.instance_id] == "IDLE"
+        assert await single.fetchval("show synchronous_commit") == "on"
+    finally:
+        await agents.close()
+        await single.close()

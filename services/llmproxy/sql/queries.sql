@@ -1,8 +1,13 @@
 -- name: record_request
+-- Accounting, not a promise to a client: committed without waiting for the WAL flush (the
+-- turn's next flushed commit flushes it; a crash of Postgres may lose the last rows).
+with no_flush as (
+    select set_config('synchronous_commit', 'off', true) as setting
+)
 insert into llmproxy.llm_requests
     (session_id, purpose, model, duration_ms, success, error_code,
      prompt_tokens, completion_tokens, with_tools, reasoning_tokens)
-values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10);
+select $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 from no_flush;
 
 -- name: session_usage
 select count(*)::int as total_requests,

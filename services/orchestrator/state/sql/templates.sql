@@ -63,16 +63,24 @@ where template_name = $1 and template_version = $2
 order by role, tool_name;
 
 -- name: insert_instance
+-- The instance rows mirror memory (memory rules): committed without waiting for the WAL
+-- flush; a row lost to a crash of Postgres is rewritten when the orchestrator comes back.
+with no_flush as (
+    select set_config('synchronous_commit', 'off', true) as setting
+)
 insert into orchestrator.agent_instances
     (instance_id, template_name, template_version, state, runtime_node)
-values ($1, $2, $3, $4, $5);
+select $1, $2, $3, $4, $5 from no_flush;
 
 -- name: lease_instance
--- BUSY for the session, and the session records which instance and version serve it.
-with leased as (
+-- BUSY for the session, and the session records which instance and version serve it
+-- (a mirror: not flushed, see insert_instance).
+with no_flush as (
+    select set_config('synchronous_commit', 'off', true) as setting
+), leased as (
     update orchestrator.agent_instances
     set state = 'BUSY', session_id = $2, last_used_at = now(), updated_at = now()
-    where instance_id = $1
+    where instance_id = $1 and (select setting from no_flush) is not null
     returning template_version
 )
 update orchestrator.sessions
@@ -80,12 +88,15 @@ set instance_id = $1, template_version = (select template_version from leased)
 where session_id = $2;
 
 -- name: set_instance_state
--- $3: failures to add.
+-- $3: failures to add. A mirror: not flushed (see insert_instance).
+with no_flush as (
+    select set_config('synchronous_commit', 'off', true) as setting
+)
 update orchestrator.agent_instances
 set state = $2, failures = failures + $3, updated_at = now(),
     -- The session stays visible while it is being cleaned up or when it broke the instance.
     session_id = case when $2 in ('BUSY', 'RESETTING', 'ERROR') then session_id end
-where instance_id = $1;
+where instance_id = $1 and (select setting from no_flush) is not null;
 
 -- name: stop_node_instances
 update orchestrator.agent_instances
