@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -24,6 +25,7 @@ from services.gateway.auth import Authenticator
 from services.gateway.browsers import install_browser_guards
 from services.gateway.errors import TRANSPORT, GatewayError, ProtocolError, error_body
 from services.gateway.health import HealthWatch, build_health_router
+from services.gateway.held_streams import StreamHold, StreamReader
 from services.gateway.keys import KeyCheck, MeshKeyChecker
 from services.gateway.mesh import all_details, describe, retry_headers
 from services.gateway.rest import build_router
@@ -44,13 +46,16 @@ SSE_REQUESTS = Counter("codelab_gateway_sse_requests_total", "SSE message stream
 
 
 def create_app(settings: Settings, client: MeshClient) -> FastAPI:
-    """The gateway over ``client``; it keeps no session state of its own."""
+    """The gateway over ``client``; it keeps no session state of its own (a finished SSE
+    turn's stream is held for the session's next request: a connection, see
+    held_streams.py)."""
     keys = MeshKeyChecker(client, settings.gateway_api_keys, settings.gateway_key_cache_seconds)
     auth = Authenticator(bool(settings.gateway_api_keys), settings.internal_api_key, keys)
     redact_server_logs()
     client.assign_ids = False  # a transport: the IDE's client_message_id, or none
 
     watch = HealthWatch(client.health)
+    held = StreamHold()
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -59,6 +64,7 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
         try:
             yield
         finally:
+            await held.close()
             await watch.stop()
             await client.close()
 
@@ -69,6 +75,7 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.health = watch
+    app.state.held_streams = held
 
     @app.exception_handler(GatewayError)
     async def refused(_: Request, error: GatewayError) -> JSONResponse:
@@ -135,7 +142,7 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
         )
         stream = await client.open_stream(session_id, last_seq=last_seq, user_id=user)
         frames = sse_events(
-            stream,
+            StreamReader(stream),
             session_id,
             heartbeat=settings.sse_heartbeat,
             idle_timeout=settings.agent_stream_timeout,
@@ -167,15 +174,16 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
         message = parse_client_message(raw)
         if not message.HasField("client_message_id"):
             with_idempotency_key(message, request.headers)
-        stream = await client.open_stream(session_id, user_id=user)
-        await stream.send(message)
+        opened = functools.partial(client.open_stream, session_id, user_id=user)
+        reader = await held.send(session_id, user, message, opened)
         SSE_REQUESTS.inc()
         frames = sse_events(
-            stream,
+            reader,
             session_id,
             heartbeat=settings.sse_heartbeat,
             idle_timeout=settings.agent_stream_timeout,
             shape=Seed000Shape() if shape_name == SEED_000 else None,
+            hold=functools.partial(held.give_back, session_id, user),
         )
         return StreamingResponse(
             frames,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -17,6 +17,7 @@ from services.common import tracing
 from services.common.errors import ErrorKind
 from services.gateway.errors import TRANSPORT, ProtocolError
 from services.gateway.event_json import dumps
+from services.gateway.held_streams import StreamReader
 from services.gateway.mesh import RETRY_AFTER_MS, close_code, error_event
 from services.gateway.seed000 import Seed000Shape
 from services.gateway.translate import event_to_json, local_error, parse_text
@@ -114,31 +115,27 @@ def _render(payload: dict[str, Any], event: str, shape: Seed000Shape | None) -> 
 
 
 async def sse_events(
-    stream: SessionStream,
+    reader: StreamReader,
     session_id: str,
     *,
     heartbeat: float,
     idle_timeout: float,
     follow: bool = False,
     shape: Seed000Shape | None = None,
+    hold: Callable[[StreamReader], bool] | None = None,
 ) -> AsyncIterator[str]:
     """SSE frames until the turn's ``done`` (sent as ``event: done``); ``:`` heartbeats.
 
     ``follow``: a resumable session stream instead — every event (``done`` included) as
     ``event: message`` with ``id: <seq>``, for as long as the client stays. ``shape``:
-    seed 000's chunks instead of the events as they are (seed000.py).
+    seed 000's chunks instead of the events as they are (seed000.py). ``hold``: offered
+    the stream once its turn was read to ``done`` (True: kept for the session's next
+    request, see held_streams.py); otherwise the stream is closed.
     """
-    queue: asyncio.Queue[pb.ServerEvent | grpc.aio.AioRpcError | None] = asyncio.Queue()
-
-    async def pump() -> None:
-        try:
-            async for event in stream:
-                await queue.put(event)
-        except grpc.aio.AioRpcError as error:
-            await queue.put(error)
-        await queue.put(None)
-
-    task = asyncio.create_task(pump())
+    queue = reader.queue
+    assert queue is not None, "a held stream is taken before it is read"
+    reader.start()
+    finished = False
     idle = 0.0
     try:
         while True:
@@ -164,10 +161,10 @@ async def sse_events(
                 return
             payload = event_to_json(item)
             if payload["type"] == "done" and not follow:
+                finished = True
                 yield _render(payload, "done", shape)
                 return
             yield _render(payload, "message", shape)
     finally:
-        stream.close()
-        task.cancel()
-        await asyncio.wait([task])
+        if not (finished and hold is not None and hold(reader)):
+            await reader.aclose()
