@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import signal
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -17,29 +19,44 @@ from tests.support.databases import clone_database, drop_database
 INTERNAL_KEY = "e2e-internal-key"
 METRICS_OFFSET = 7
 SERVICES = ("orchestrator", "toolsearch", "hitl", "llmproxy")
+EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def _ephemeral() -> range:
+    """The ports the kernel hands to outgoing connections as their local end."""
+    try:
+        low, high = map(int, EPHEMERAL.read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(low, high + 1)
 
 
 def free_port_pair(offset: int) -> int:
-    """A port p with p and p + offset both free right now."""
-    for _ in range(50):
-        first = bind_free_port()
-        port = int(first.getsockname()[1])
-        try:
-            second = bind_free_port(port=port + offset)
-        except OSError:
-            first.close()
+    """A port p with p and p + offset both free right now, outside the ephemeral range: a
+    port picked there may be taken, before the service binds it, as the local end of any
+    connection opened meanwhile (a pool's to Postgres), and the service never comes up."""
+    ephemeral = _ephemeral()
+    for _ in range(200):
+        port = random.randrange(10_000, 30_000)
+        if port in ephemeral or port + offset in ephemeral:
             continue
-        first.close()
-        second.close()
+        try:
+            first = bind_free_port(port=port)
+        except OSError:
+            continue
+        try:
+            if offset:
+                bind_free_port(port=port + offset).close()
+        except OSError:
+            continue
+        finally:
+            first.close()
         return port
     raise RuntimeError("no free port pair")
 
 
 def free_port() -> int:
-    sock = bind_free_port()
-    port = int(sock.getsockname()[1])
-    sock.close()
-    return port
+    return free_port_pair(0)
 
 
 def mesh_env(dsn: str, **extra: str) -> dict[str, str]:
