@@ -21,6 +21,7 @@ from typing import Literal
 
 from services.common.bm25 import Mask
 from services.common.errors import DatabaseError
+from services.common.heap import settle_heap
 from services.toolsearch.catalog import SearchFilters, Tool
 from services.toolsearch.config import ToolSearchConfig
 from services.toolsearch.embedder import Embedder
@@ -124,6 +125,7 @@ class SearchEngine:
                     fresh,
                 )
                 self._snapshot = current
+                settle_heap()  # the catalog lives on: out of the collector's full passes
             return current
 
     def snapshot_held(self) -> CatalogSnapshot | None:

@@ -35,3 +35,14 @@ def test_what_lives_is_frozen_out_of_the_collectors_passes() -> None:
     settle_heap()
     assert gc.get_freeze_count() > 0
     assert not any(o is kept for o in gc.get_objects())  # no pass walks it again
+
+
+def test_settling_again_collects_what_was_frozen_and_became_garbage() -> None:
+    old = Node()  # a snapshot replaced since: frozen with the service, now unreachable
+    gone = weakref.ref(old)
+    settle_heap()
+    del old
+    gc.collect()
+    assert gone() is not None  # frozen: no pass sees it
+    settle_heap()
+    assert gone() is None
