@@ -100,11 +100,11 @@ class StreamHold:
         if entry is None:
             return None
         reader, timer = entry
+        if reader.ended:
+            self._drop(reader, timer)
+            return None
         timer.cancel()
         reader.on_end = None
-        if reader.ended:
-            self._drop(reader)
-            return None
         reader.queue = asyncio.Queue()
         REUSED.inc()
         return reader
@@ -120,19 +120,18 @@ class StreamHold:
         self._held[key] = (reader, timer)
         reader.on_end = lambda: self._forget(key, reader)
         while len(self._held) > self.most:
-            _, (oldest, old_timer) = self._held.popitem(last=False)
-            old_timer.cancel()
-            self._drop(oldest)
+            self._drop(*self._held.popitem(last=False)[1])
         return True
 
     def _forget(self, key: tuple[str, str], reader: StreamReader) -> None:
         entry = self._held.get(key)
         if entry is not None and entry[0] is reader:
             del self._held[key]
-            entry[1].cancel()
-            self._drop(reader)
+            self._drop(*entry)
 
-    def _drop(self, reader: StreamReader) -> None:
+    def _drop(self, reader: StreamReader, timer: asyncio.TimerHandle) -> None:
+        """Close a stream no longer held (its timer no longer due)."""
+        timer.cancel()
         reader.on_end = None
         closing = asyncio.create_task(reader.aclose())
         self._closing.add(closing)
@@ -166,8 +165,6 @@ class StreamHold:
         """Close every held stream (the gateway is stopping)."""
         self._closed = True
         while self._held:
-            _, (reader, timer) = self._held.popitem()
-            timer.cancel()
-            self._drop(reader)
+            self._drop(*self._held.popitem()[1])
         if self._closing:
             await asyncio.wait(self._closing)

@@ -41,7 +41,7 @@ class AgentInstance:
     """A reusable worker: one pinned template version, shared clients, per-session scratch."""
 
     __slots__ = ("_hooks", "clients", "failures", "instance_id", "last_used_at", "scratch",
-                 "session_id", "state", "template", "uses")  # fmt: skip
+                 "session_id", "state", "template")  # fmt: skip
 
     def __init__(self, template: AgentTemplate, clients: Mapping[str, Any]) -> None:
         self.instance_id = f"inst_{uuid.uuid4().hex[:20]}"
@@ -54,7 +54,6 @@ class AgentInstance:
         self.state = InstanceState.IDLE
         self.failures = 0
         self.last_used_at: dt.datetime | None = None
-        self.uses = 0
         self._hooks: list[ResetHook] = []
 
     def on_reset(self, hook: ResetHook) -> None:

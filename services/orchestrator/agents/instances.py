@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import itertools
 import logging
 import os
 import socket
@@ -81,7 +80,6 @@ class InstancePool:
         self._idle: dict[str, list[AgentInstance]] = defaultdict(list)
         self._creating: Counter[str] = Counter()
         self._changed = asyncio.Condition()
-        self._uses = itertools.count(1)
         self._closed = False
         self._recording: set[asyncio.Task[None]] = set()
 
@@ -204,7 +202,6 @@ class InstancePool:
                         template=name,
                     ) from None
             instance.state, instance.session_id = InstanceState.BUSY, session_id
-            instance.uses = next(self._uses)
         instance.last_used_at = dt.datetime.now(dt.UTC)
         return instance, asyncio.create_task(self._record_lease(instance, created, retired))
 
