@@ -7,13 +7,14 @@ picks up from these rows whenever (and wherever) the next message arrives.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
 
 from services.common.db import Pool, db_errors
-from services.orchestrator.state.store import QUERIES
+from services.orchestrator.state.store import QUERIES, StoredMessage
 
 
 @dataclass(frozen=True)
@@ -64,18 +65,24 @@ class Ledger:
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
 
-    async def propose(self, call: LedgerCall) -> None:
+    async def propose(self, answer: StoredMessage, calls: Sequence[LedgerCall]) -> None:
+        """The model's ``answer`` that calls tools and its ``calls`` (one session, one
+        agent, proposed), in one commit and in order; each belongs to the step of the
+        session's running plan when one runs (their own plan ids are not read)."""
+        sid, agent = calls[0].session_id, calls[0].agent
         async with db_errors("save tool call", "DB_WRITE_ERROR"):
             await self.pool.execute(
-                QUERIES["propose_call"],
-                call.call_id,
-                call.session_id,
-                call.agent,
-                call.tool_name,
-                call.arguments,
-                call.executor,
-                call.plan_id,
-                call.step_id,
+                QUERIES["propose_calls"],
+                sid,
+                answer.content,
+                agent,
+                answer.tool_calls,
+                answer.token_count,
+                answer.reasoning,
+                answer.reasoning_count,
+                [c.call_id for c in calls],
+                [c.tool_name for c in calls],
+                [c.arguments for c in calls],
             )
 
     async def next_open(self, session_id: str) -> LedgerCall | None:
@@ -119,6 +126,35 @@ class Ledger:
                 reason,
                 requires_approval,
                 result,
+            )
+
+    async def complete(
+        self,
+        call: LedgerCall,
+        message: StoredMessage,
+        state: str,
+        result: Any,
+        sources: Sequence[tuple[str, str]] = (),
+        artifacts: Sequence[tuple[str, str, int]] = (),
+    ) -> None:
+        """A finished call in one commit: ``message`` (the tool message the model reads),
+        the call's state and result, the sources (kind, locator) and artifacts (kind,
+        path, bytes) it left."""
+        async with db_errors("save tool result", "DB_WRITE_ERROR"):
+            await self.pool.execute(
+                QUERIES["complete_call"],
+                call.session_id,
+                call.call_id,
+                message.content,
+                message.name,
+                message.token_count,
+                state,
+                result,
+                [kind for kind, _ in sources],
+                [locator for _, locator in sources],
+                [kind for kind, _, _ in artifacts],
+                [path for _, path, _ in artifacts],
+                [size for _, _, size in artifacts],
             )
 
     async def reviewed_patches(self, session_id: str) -> list[str]:

@@ -52,7 +52,7 @@ from services.orchestrator.turn.handover import (
 from services.orchestrator.turn.ledger import Ledger, LedgerCall
 from services.orchestrator.turn.model_step import ModelCall, ModelStep, TurnWrites
 from services.orchestrator.turn.port import Executor
-from services.orchestrator.turn.records import Records
+from services.orchestrator.turn.records import call_records
 from services.orchestrator.turn.task_limits import (
     Budget,
     budget_details,
@@ -134,7 +134,6 @@ class AgentLoop:
         self._ahead: dict[str, ReadAhead] = {}
         # The status of the last `done` per session, for the session state machine.
         self._last_done: dict[str, str] = {}
-        self.records = Records(store.pool)
         self.context = ContextKeeper(llm, store, self.post)
         self.step = ModelStep(store, ledger, hub, llm, toolbox, self.context)
         # The agent directory (for routing and agent_search); the server gives it toolsearch.
@@ -486,14 +485,17 @@ class AgentLoop:
     ) -> None:
         """Record the call's outcome as the tool message the model will read (``extra``:
         more of the outcome for the runtime itself, kept beside the content)."""
-        await self.store.add_message(
-            call.session_id,
+        records = call_records(call, state)
+        await self.ledger.complete(
+            call,
             StoredMessage("tool", content, name=call.tool_name, tool_call_id=call.call_id),
+            state,
+            {"content": content, **(extra or {})},
+            records.sources,
+            records.artifacts,
         )
-        await self.ledger.set_state(call, state, result={"content": content, **(extra or {})})
         if state == "completed" and call.tool_name in await self.stop_tools(call):
             self._budgets.setdefault(call.session_id, Budget()).stop = call.tool_name
-        await self.records.note(call, state)
 
     async def refuse(
         self,

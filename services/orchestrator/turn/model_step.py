@@ -213,20 +213,15 @@ class ModelStep:
         if not calls:
             await self.store.add_message(sid, answer())
             return said()
-        plan = await self.ledger.running_plan(sid)
-        step_id = plan.steps[plan.current_step]["id"] if plan else None
         proposed = [(new_id("call"), c) for c in calls]
-        await self.store.add_message(
-            sid,
+        await self.ledger.propose(
             answer(
                 tool_calls=[
                     {"id": cid, "name": c.name, "arguments": c.arguments_json}
                     for cid, c in proposed
                 ]
             ),
-        )
-        for cid, c in proposed:
-            await self.ledger.propose(
+            [
                 LedgerCall(
                     call_id=cid,
                     session_id=sid,
@@ -235,8 +230,8 @@ class ModelStep:
                     arguments=c.arguments_json,
                     executor="",
                     state="proposed",
-                    plan_id=plan.plan_id if plan else None,
-                    step_id=step_id,
                 )
-            )
+                for cid, c in proposed
+            ],
+        )
         return None

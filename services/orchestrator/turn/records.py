@@ -7,6 +7,7 @@ once the IDE confirmed them (a completed call), never for proposals, rejections 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from services.common.db import Pool, db_errors
@@ -38,40 +39,37 @@ def _artifacts(tool: str, arguments: dict[str, Any]) -> list[tuple[str, int]]:
     return [(str(path), len(str(arguments.get("content", ""))))] if path else []
 
 
+@dataclass(frozen=True)
+class CallRecords:
+    """What a finished call leaves: sources (kind, locator), artifacts (kind, path, bytes)."""
+
+    sources: list[tuple[str, str]] = field(default_factory=list)
+    artifacts: list[tuple[str, str, int]] = field(default_factory=list)
+
+
+def call_records(call: LedgerCall, state: str) -> CallRecords:
+    """What a finished call read or wrote (only when it completed); written with its
+    outcome (``Ledger.complete``)."""
+    if state != "completed" or not isinstance(call.arguments, dict):
+        return CallRecords()
+    found = CallRecords()
+    if call.tool_name in SOURCE_TOOLS:
+        locator = _source(call.tool_name, call.arguments)
+        if locator:
+            found.sources.append((SOURCE_TOOLS[call.tool_name], locator))
+    if call.tool_name in ARTIFACT_TOOLS:
+        kind = ARTIFACT_TOOLS[call.tool_name]
+        found.artifacts.extend(
+            (kind, path, size) for path, size in _artifacts(call.tool_name, call.arguments)
+        )
+    return found
+
+
 class Records:
-    """Writes and reads sources and artifacts."""
+    """Reads a session's sources and artifacts."""
 
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
-
-    async def note(self, call: LedgerCall, state: str) -> None:
-        """Record what a finished call read or wrote (only when it completed)."""
-        if state != "completed" or not isinstance(call.arguments, dict):
-            return
-        async with db_errors("save records", "DB_WRITE_ERROR"):
-            if call.tool_name in SOURCE_TOOLS:
-                locator = _source(call.tool_name, call.arguments)
-                if locator:
-                    await self.pool.execute(
-                        QUERIES["add_source"],
-                        call.session_id,
-                        call.call_id,
-                        SOURCE_TOOLS[call.tool_name],
-                        locator,
-                    )
-            for path, size in (
-                _artifacts(call.tool_name, call.arguments)
-                if call.tool_name in ARTIFACT_TOOLS
-                else []
-            ):
-                await self.pool.execute(
-                    QUERIES["add_artifact"],
-                    call.session_id,
-                    call.call_id,
-                    ARTIFACT_TOOLS[call.tool_name],
-                    path,
-                    size,
-                )
 
     async def of_session(self, session_id: str) -> dict[str, list[dict[str, Any]]]:
         async with db_errors("read records", "DB_READ_ERROR"):

@@ -11,7 +11,8 @@ import asyncio
 import functools
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,8 @@ SWITCH_AGENT = "switch_agent"
 TOOL_SEARCH = "tool_search"
 AGENT_SEARCH = "agent_search"
 AGENT_TOOL_PREFIX = "agent."
+SEARCHES_KEPT = 4096
+"""Sessions whose last tool search is kept (see ``Toolbox.for_step``)."""
 
 
 @dataclass(frozen=True)
@@ -175,12 +178,56 @@ class Toolbox:
         tool source listed reach this process within that time)."""
         self._catalog: dict[str, ToolSpec] = {}
         self._loaded_version: int | None = None
+        self._loads = 0
+        self._searched: OrderedDict[str, tuple[Hashable, list[str]]] = OrderedDict()
+
+    async def _search(
+        self,
+        search: Search,
+        template: AgentTemplate,
+        searchable: list[str],
+        query: str,
+        session_id: str,
+    ) -> list[str]:
+        """The session's last search again when nothing it depends on moved (the query,
+        the template, the tools it may be offered, the catalog this process holds): every
+        model call of a turn after a tool result asks the same, and toolsearch would answer
+        the same. The names are kept by hash: a ``*`` template may search thousands."""
+        policy = template.tool_policy
+        key = (
+            query,
+            template.name,
+            template.version,
+            tuple(policy.required),
+            policy.max_tools,
+            len(searchable),
+            hash(tuple(searchable)),
+            self._loads,
+        )
+        last = self._searched.get(session_id)
+        if last is not None and last[0] == key:
+            self._searched.move_to_end(session_id)
+            return last[1]
+        found = await search(
+            query,
+            searchable,
+            policy.required,
+            policy.max_tools,
+            session_id,
+            template.name,
+        )
+        self._searched[session_id] = (key, found)
+        self._searched.move_to_end(session_id)
+        while len(self._searched) > SEARCHES_KEPT:
+            self._searched.popitem(last=False)
+        return found
 
     async def refresh(self) -> None:
         # The version first: a change while the tools load is seen at the next check.
         version = await self._version() if self._version is not None else None
         self._catalog = {tool.name: tool for tool in await self._load()}
         self._loaded_version = version
+        self._loads += 1
 
     async def catalog(self) -> dict[str, ToolSpec]:
         if not self._catalog:
@@ -261,14 +308,7 @@ class Toolbox:
             for t in everything
             if t.name not in runtime and not t.name.startswith(AGENT_TOOL_PREFIX)
         ]
-        found = await self.search(
-            query,
-            searchable,
-            template.tool_policy.required,
-            template.tool_policy.max_tools,
-            session_id,
-            template.name,
-        )
+        found = await self._search(self.search, template, searchable, query, session_id)
         chosen = {*found, *pinned, *runtime}
         return [t for t in everything if t.name in chosen or t.name.startswith(AGENT_TOOL_PREFIX)]
 

@@ -18,7 +18,7 @@ from services.orchestrator.agents.agent_instance import SCRATCH
 from services.orchestrator.agents.templates import AgentRegistry, install_templates
 from services.orchestrator.peers.agent_directory import AgentDirectory
 from services.orchestrator.peers.mesh_clients import HitlClient
-from services.orchestrator.state.store import SessionStore
+from services.orchestrator.state.store import SessionStore, StoredMessage
 from services.orchestrator.turn.executors.delegation import Delegation, task_text
 from services.orchestrator.turn.executors.ide import IdeTools
 from services.orchestrator.turn.executors.local import LocalTools
@@ -49,7 +49,12 @@ async def proposed(port: FakePort, tool: str, arguments: dict[str, Any]) -> Ledg
         executor="",
         state="proposed",
     )
-    await port.ledger.propose(call)
+    answer = StoredMessage(
+        "assistant",
+        "",
+        tool_calls=[{"id": call.call_id, "name": tool, "arguments": call.arguments}],
+    )
+    await port.ledger.propose(answer, [call])
     return call
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from services.common.errors import ServiceError
 from services.orchestrator.agents.templates import AgentTemplate
 from services.orchestrator.turn.toolbox import (
     AGENT_SEARCH,
@@ -268,3 +269,48 @@ async def test_the_catalog_is_followed_beside_the_turns_not_on_their_path() -> N
         follower.cancel()
     assert list(await toolbox.catalog()) == ["tool_v2"]
     assert loads == [1, 2]
+
+
+async def test_a_session_searching_the_same_again_is_answered_without_asking() -> None:
+    """Every model call of a turn after a tool result has the same query: toolsearch is
+    asked once, and again only when the query, the tools or the catalog moved."""
+    search = Search("read_file")
+    catalog = Catalog(*CATALOG)
+    box = Toolbox(catalog, search=search)
+    agent = template("debug", "read_file", "write_file", tool_policy={"mode": "retrieval"})
+    everything = await box.offered(agent)
+    first = await box.for_step(agent, everything, "run the tests", "s1")
+    assert await box.for_step(agent, everything, "run the tests", "s1") == first
+    assert len(search.asked) == 1
+    await box.for_step(agent, everything, "run the tests", "s2")  # another session
+    await box.for_step(agent, everything, "now the docs", "s1")  # another query
+    assert [(a[0], a[4]) for a in search.asked[1:]] == [
+        ("run the tests", "s2"),
+        ("now the docs", "s1"),
+    ]
+    wider = template(
+        "debug", "read_file", "write_file", "list_files", tool_policy={"mode": "retrieval"}
+    )
+    await box.for_step(wider, await box.offered(wider), "now the docs", "s1")  # other tools
+    catalog.names.append("git_status")
+    await box.refresh()
+    await box.for_step(agent, await box.offered(agent), "now the docs", "s1")  # reloaded
+    assert len(search.asked) == 5
+
+
+async def test_a_failed_search_is_not_remembered() -> None:
+    class Failing(Search):
+        async def __call__(self, *asked: Any) -> list[str]:
+            self.asked.append(asked)
+            if len(self.asked) == 1:
+                raise ServiceError("toolsearch is away")
+            return ["read_file"]
+
+    search = Failing()
+    box = Toolbox(Catalog(*CATALOG), search=search)
+    agent = template("debug", "read_file", "write_file", tool_policy={"mode": "retrieval"})
+    everything = await box.offered(agent)
+    with pytest.raises(ServiceError):
+        await box.for_step(agent, everything, "run the tests", "s1")
+    assert names(await box.for_step(agent, everything, "run the tests", "s1"))[0] == "read_file"
+    assert len(search.asked) == 2

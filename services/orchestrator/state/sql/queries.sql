@@ -183,10 +183,31 @@ update orchestrator.sessions set deleted_at = now()
 where session_id = $1 and deleted_at is null and ($2 = '' or user_id = $2)
 returning session_id;
 
--- name: propose_call
+-- name: propose_calls
+-- The model's answer that calls tools ($2 text, $3 agent, $4 tool_calls, $5 tokens, $6
+-- reasoning, $7 its tokens) and the calls it proposes ($8 ids, $9 tools, $10 raw arguments),
+-- in one commit, in the answer's order; each belongs to the step of the session's running
+-- plan, when one runs.
+with plan as (
+    select plan_id, steps -> current_step ->> 'id' as step_id
+    from orchestrator.plans
+    where session_id = $1 and status = 'running'
+    order by created_at desc
+    limit 1
+), inserted as (
+    insert into orchestrator.messages
+        (session_id, role, content, name, tool_calls, tokens, reasoning, reasoning_tokens)
+    values ($1, 'assistant', $2, $3, $4, $5, $6, $7)
+), touched as (
+    update orchestrator.sessions set last_activity = now() where session_id = $1
+)
 insert into orchestrator.tool_calls
     (call_id, session_id, agent, tool_name, arguments, executor, state, plan_id, step_id)
-values ($1, $2, $3, $4, $5, $6, 'proposed', $7, $8)
+select c.call_id, $1, $3, c.tool_name, c.arguments, '', 'proposed',
+       (select plan_id from plan), (select step_id from plan)
+from unnest($8::text[], $9::text[], $10::jsonb[]) with ordinality
+    as c(call_id, tool_name, arguments, n)
+order by c.n
 on conflict (call_id) do nothing;
 
 -- name: next_open_call
@@ -203,6 +224,29 @@ select call_id, session_id, agent, tool_name, arguments, executor, state, requir
        reason, plan_id, step_id
 from orchestrator.tool_calls
 where call_id = $1 and session_id = $2;
+
+-- name: complete_call
+-- A call's outcome in one statement: the tool message the model reads ($4: its name, $5: its
+-- tokens), the call's state ($6) and result ($7), and what it read or wrote (sources: $8
+-- kinds, $9 locators; artifacts: $10 kinds, $11 paths, $12 bytes; empty arrays for none).
+with inserted as (
+    insert into orchestrator.messages (session_id, role, content, name, tool_call_id, tokens)
+    values ($1, 'tool', $3, $4, $2, $5)
+), touched as (
+    update orchestrator.sessions set last_activity = now() where session_id = $1
+), sources as (
+    insert into orchestrator.sources (session_id, call_id, kind, locator)
+    select $1, $2, kind, locator from unnest($8::text[], $9::text[]) as s(kind, locator)
+    on conflict (call_id, locator) do nothing
+), artifacts as (
+    insert into orchestrator.artifacts (session_id, call_id, kind, path, bytes)
+    select $1, $2, kind, path, bytes
+    from unnest($10::text[], $11::text[], $12::int[]) as a(kind, path, bytes)
+    on conflict (call_id, path) do nothing
+)
+update orchestrator.tool_calls
+set state = $6, result = $7, updated_at = now()
+where call_id = $2 and session_id = $1;
 
 -- name: set_call_state
 update orchestrator.tool_calls
@@ -330,16 +374,6 @@ select session_id from orchestrator.sessions where parent_session_id = $1;
 
 -- name: last_event_type
 select type from orchestrator.events where session_id = $1 order by seq desc limit 1;
-
--- name: add_source
-insert into orchestrator.sources (session_id, call_id, kind, locator)
-values ($1, $2, $3, $4)
-on conflict (call_id, locator) do nothing;
-
--- name: add_artifact
-insert into orchestrator.artifacts (session_id, call_id, kind, path, bytes)
-values ($1, $2, $3, $4, $5)
-on conflict (call_id, path) do nothing;
 
 -- name: session_sources
 select call_id, kind, locator, created_at from orchestrator.sources

@@ -1,0 +1,104 @@
+"""The ledger's two writes of a tool round trip, one commit each: the model's answer with the
+calls it proposes (in order, in the running plan's step), and a finished call (the tool
+message the model reads, the call's state and result, the sources and artifacts it left)."""
+
+from __future__ import annotations
+
+from asyncpg import Pool
+
+from services.orchestrator.state.store import SessionStore, StoredMessage
+from services.orchestrator.turn.ledger import Ledger, LedgerCall, Plan
+
+
+async def proposed(ledger: Ledger, sid: str, call_id: str, tool: str) -> LedgerCall:
+    call = LedgerCall(call_id, sid, "coder", tool, '{"path": "a.py"}', "", "proposed")
+    asked = {"id": call_id, "name": tool, "arguments": call.arguments}
+    await ledger.propose(StoredMessage("assistant", "", tool_calls=[asked]), [call])
+    return call
+
+
+async def test_a_finished_call_is_its_message_state_and_records_together(pool: Pool) -> None:
+    store, ledger = SessionStore(pool), Ledger(pool)
+    await store.attach("done-call", "u1", "coder")
+    call = await proposed(ledger, "done-call", "call-1", "apply_patch")
+    message = StoredMessage("tool", "patched", name="apply_patch", tool_call_id="call-1")
+    await ledger.complete(
+        call,
+        message,
+        "completed",
+        {"content": "patched", "exit": 0},
+        [("file", "a.py")],
+        [("patch", "a.py", 12), ("patch", "b.py", 12), ("patch", "a.py", 12)],
+    )
+    [_, stored] = await store.context("done-call")
+    assert (stored.role, stored.content, stored.name, stored.tool_call_id) == (
+        "tool",
+        "patched",
+        "apply_patch",
+        "call-1",
+    )
+    assert stored.tokens == message.token_count > 0
+    finished = await ledger.get("done-call", "call-1")
+    assert finished is not None and finished.state == "completed"
+    result = await pool.fetchval(
+        "select result from orchestrator.tool_calls where call_id = 'call-1'"
+    )
+    assert result == {"content": "patched", "exit": 0}
+    sources = await pool.fetch(
+        "select kind, locator from orchestrator.sources where call_id = 'call-1'"
+    )
+    assert [tuple(r) for r in sources] == [("file", "a.py")]
+    artifacts = await pool.fetch(
+        "select path, bytes from orchestrator.artifacts where call_id = 'call-1' order by id"
+    )
+    assert [tuple(r) for r in artifacts] == [("a.py", 12), ("b.py", 12)]  # a path once
+
+
+async def test_a_call_that_left_nothing_writes_no_records(pool: Pool) -> None:
+    store, ledger = SessionStore(pool), Ledger(pool)
+    await store.attach("failed-call", "u1", "coder")
+    call = await proposed(ledger, "failed-call", "call-2", "read_file")
+    await ledger.complete(call, StoredMessage("tool", "Error: no such file"), "failed", None)
+    finished = await ledger.get("failed-call", "call-2")
+    assert finished is not None and finished.state == "failed"
+    counts = await pool.fetchrow(
+        "select (select count(*) from orchestrator.sources where call_id = 'call-2') as s,"
+        " (select count(*) from orchestrator.artifacts where call_id = 'call-2') as a,"
+        " (select count(*) from orchestrator.messages where session_id = 'failed-call') as m"
+    )
+    assert tuple(counts) == (0, 0, 2)  # the answer that called it, and its result
+
+
+async def test_an_answer_and_its_calls_are_proposed_in_order_in_the_running_step(
+    pool: Pool,
+) -> None:
+    store, ledger = SessionStore(pool), Ledger(pool)
+    await store.attach("planned", "u1", "coder")
+    steps = [{"id": "s1", "desc": "look"}, {"id": "s2", "desc": "fix"}]
+    plan = Plan("plan-1", "planned", "req-1", "call-0", "architect", "fix it", steps, "running")
+    await ledger.create_plan(plan)
+    plan.current_step = 1
+    await ledger.save_plan(plan)
+    calls = [
+        LedgerCall(f"call-{n}", "planned", "coder", tool, '{"path": "a.py"}', "", "proposed")
+        for n, tool in ((9, "read_file"), (3, "write_file"), (5, "list_files"))
+    ]
+    asked = [{"id": c.call_id, "name": c.tool_name, "arguments": c.arguments} for c in calls]
+    answer = StoredMessage("assistant", "Looking.", name="coder", tool_calls=asked)
+    await ledger.propose(answer, calls)
+    stored = await ledger.open_calls("planned")
+    assert [c.call_id for c in stored] == ["call-9", "call-3", "call-5"]
+    assert {(c.plan_id, c.step_id, c.state, c.agent) for c in stored} == {
+        ("plan-1", "s2", "proposed", "coder")
+    }
+    assert stored[0].arguments == '{"path": "a.py"}'
+    [message] = await store.context("planned")
+    assert (message.content, message.name, message.tool_calls) == ("Looking.", "coder", asked)
+
+
+async def test_calls_outside_a_plan_belong_to_none(pool: Pool) -> None:
+    store, ledger = SessionStore(pool), Ledger(pool)
+    await store.attach("unplanned", "u1", "coder")
+    call = await proposed(ledger, "unplanned", "call-u", "read_file")
+    stored = await ledger.get("unplanned", call.call_id)
+    assert stored is not None and (stored.plan_id, stored.step_id) == (None, None)
