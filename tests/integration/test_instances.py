@@ -10,7 +10,11 @@ import pytest
 
 from services.common.db import Pool, create_pool
 from services.orchestrator.agents.instances import InstancePool, InstanceState
-from services.orchestrator.agents.template_store import TemplateStore, recorded_instances
+from services.orchestrator.agents.template_store import (
+    InstanceRow,
+    TemplateStore,
+    recorded_instances,
+)
 from services.orchestrator.agents.templates import (
     AgentRegistry,
     builtin_definitions,
@@ -40,8 +44,14 @@ async def instances(pool: Pool, registry: AgentRegistry) -> AsyncIterator[Instan
     await agents.close()
 
 
-async def states(pool: Pool, template: str) -> dict[str, str]:
-    return {r.instance_id: r.state for r in await recorded_instances(pool, template)}
+async def rows(agents: InstancePool, template: str = "") -> list[InstanceRow]:
+    """The rows once every change so far is written (they are written behind memory)."""
+    await agents.settled()
+    return await recorded_instances(agents.pool, template)
+
+
+async def states(agents: InstancePool, template: str) -> dict[str, str]:
+    return {r.instance_id: r.state for r in await rows(agents, template)}
 
 
 def definition(name: str, **changes: Any) -> dict[str, Any]:
@@ -69,12 +79,11 @@ async def test_sessions_in_sequence_reuse_one_instance_and_share_nothing(
         assert first.state is InstanceState.BUSY and first.session_id == "s-one"
         first.scratch.update(history=["secret of s-one"], budget={"iterations": 7})
         first.on_reset(lambda: closed.append("s-one cache"))
-        await instances.settled()  # the row is written beside the lease
-        assert (await states(pool, "coder"))[first.instance_id] == "BUSY"
+        assert (await states(instances, "coder"))[first.instance_id] == "BUSY"
         with pytest.raises(TypeError):
             first.clients["session"] = "s-one"  # type: ignore[index]
     assert closed == ["s-one cache"]
-    assert (await states(pool, "coder"))[first.instance_id] == "IDLE"
+    assert (await states(instances, "coder"))[first.instance_id] == "IDLE"
     async with instances.lease("coder", "s-two") as second:
         assert second is first  # the same long-lived worker ...
         # ... holding nothing of s-one: only its new session's id.
@@ -86,7 +95,7 @@ async def test_sessions_in_sequence_reuse_one_instance_and_share_nothing(
     )
     assert row is not None and row["instance_id"] == first.instance_id
     assert row["template_version"] == first.template.version
-    recorded = {r.instance_id: r for r in await recorded_instances(pool, "coder")}
+    recorded = {r.instance_id: r for r in await rows(instances, "coder")}
     assert recorded[first.instance_id].last_used_at is not None
     assert recorded[first.instance_id].session_id is None
 
@@ -148,7 +157,7 @@ async def test_sync_retires_idle_instances_of_an_old_version(
     assert len(live) == 1 and live[0].instance_id not in old  # the minimum, of the new one
     async with instances.lease("ask", "s3") as current:
         assert current is live[0] and current.template.system_prompt == "Short answers."
-    recorded = await states(pool, "ask")
+    recorded = await states(instances, "ask")
     assert set(recorded) == {live[0].instance_id}
 
 
@@ -166,7 +175,7 @@ async def test_a_failed_session_is_counted_and_the_instance_recovers(
             raise RuntimeError("tool exploded")
     assert broken.state is InstanceState.IDLE and broken.failures == 1
     assert broken.scratch == {}
-    recorded = {r.instance_id: r for r in await recorded_instances(pool, "architect")}
+    recorded = {r.instance_id: r for r in await rows(instances, "architect")}
     assert recorded[broken.instance_id].failures == 1
     assert recorded[broken.instance_id].state == "IDLE"
     async with instances.lease("architect", "f2") as next_one:
@@ -183,7 +192,7 @@ async def test_an_instance_whose_cleanup_fails_is_replaced(
         dirty.on_reset(leaky_close)
     assert dirty.state is InstanceState.ERROR
     assert dirty not in instances.live("coder") and len(instances.live("coder")) == 1
-    recorded = await states(pool, "coder")
+    recorded = await states(instances, "coder")
     assert recorded[dirty.instance_id] == "ERROR"
     assert sorted(recorded.values()) == ["ERROR", "IDLE"]
     async with instances.lease("coder", "c2") as fresh:
@@ -204,7 +213,7 @@ async def test_a_lease_pins_the_version_and_new_leases_get_the_new_one(
     async with instances.lease("ask", "v2") as current:
         assert current.template.version == before + 1
         assert current.template.system_prompt == prompt["system_prompt"]
-    assert (await states(pool, "ask")).get(pinned.instance_id) is None  # STOPPED: not listed
+    assert (await states(instances, "ask")).get(pinned.instance_id) is None  # STOPPED: not listed
 
 
 async def test_close_stops_every_instance_of_the_process(
@@ -279,9 +288,8 @@ async def test_the_mirror_rows_leave_the_connection_flushing(
     agents = InstancePool(single, registry, 0, 2)
     try:
         async with agents.lease("ask", "m1") as leased:
-            await agents.settled()
-            assert (await states(single, "ask"))[leased.instance_id] == "BUSY"
-        assert (await states(single, "ask"))[leased.instance_id] == "IDLE"
+            assert (await states(agents, "ask"))[leased.instance_id] == "BUSY"
+        assert (await states(agents, "ask"))[leased.instance_id] == "IDLE"
         assert await single.fetchval("show synchronous_commit") == "on"
     finally:
         await agents.close()

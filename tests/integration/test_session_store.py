@@ -11,7 +11,9 @@ import pytest
 from asyncpg import Pool
 
 from services.common.db import create_pool
+from services.common.limit_settings import LimitSettings
 from services.orchestrator.errors import SessionNotFound
+from services.orchestrator.session.limits import UserLimits
 from services.orchestrator.state.store import (
     Repeated,
     RowChanges,
@@ -217,3 +219,18 @@ async def test_row_changes_leave_the_connection_flushing(database_url: str) -> N
         assert (await session_row(single, "unflushed"))[3] == {"coder": 1}
     finally:
         await single.close()
+
+
+async def test_an_attach_returns_the_owner_and_usage_is_counted_for_it(pool: Pool) -> None:
+    """The owner an attach returns is what the usage of the session's model calls is
+    counted for, without reading the session again."""
+    store = SessionStore(pool)
+    assert await store.attach("owned", "u1", "orchestrator") == "u1"
+    assert await store.attach("owned", "", "orchestrator") == "u1"  # no auth: any stream
+    limits = UserLimits(pool, LimitSettings())
+    limits.owner_is("owned", "u1")
+    await pool.execute(
+        "update orchestrator.sessions set user_id = 'moved' where session_id = 'owned'"
+    )
+    assert await limits.user_of("owned") == "u1"  # remembered: no read
+    assert await limits.user_of("never-attached") == ""  # read: no such session

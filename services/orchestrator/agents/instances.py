@@ -11,8 +11,9 @@ beyond that it waits, then fails with PoolExhausted. Release walks the seed's ma
     RESETTING -> ERROR (kept for inspection, replaced) when cleanup fails
 
 Memory is authoritative: Postgres mirrors each state change (``agent_instances``) for
-admins and for other replicas to read. ``min_per_template`` idle instances are kept per
-served template; ``sync`` follows the registry after an admin change.
+admins and for other replicas to read, written behind memory (instance_rows.py).
+``min_per_template`` idle instances are kept per served template; ``sync`` follows the
+registry after an admin change.
 """
 
 from __future__ import annotations
@@ -24,15 +25,16 @@ import logging
 import os
 import socket
 import uuid
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import AsyncIterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
 from services.common.db import Pool, db_errors
-from services.common.errors import DatabaseError, InvalidInput, ServiceError, Unavailable
+from services.common.errors import InvalidInput, ServiceError, Unavailable
 from services.common.sql import load_queries
 from services.orchestrator.agents.agent_instance import AgentInstance, InstanceState
+from services.orchestrator.agents.instance_rows import InstanceRows
 from services.orchestrator.agents.templates import AgentRegistry, AgentTemplate
 from services.orchestrator.errors import CleanupFailed, PoolExhausted
 from services.orchestrator.state import SQL_DIR
@@ -78,18 +80,18 @@ class InstancePool:
         # The IDLE ones among them, the most recently released last: a lease takes one
         # without walking every busy instance.
         self._idle: dict[str, list[AgentInstance]] = defaultdict(list)
-        self._creating: Counter[str] = Counter()
         self._changed = asyncio.Condition()
         self._closed = False
-        self._recording: set[asyncio.Task[None]] = set()
+        self.rows = InstanceRows(pool, self.node)
 
     def live(self, template_name: str) -> list[AgentInstance]:
         """The instances that can serve ``template_name`` now or after their session."""
         return list(self._live[template_name])
 
     async def start(self) -> None:
-        """Create the minimum of instances for every served template."""
+        """Create the minimum of instances for every served template (rows written)."""
         await self.sync()
+        await self.settled()
 
     async def sync(self) -> None:
         """Follow the registry: retire idle instances of old versions or of templates no
@@ -104,7 +106,7 @@ class InstancePool:
                     retired.append(instance)
                     instance.state = InstanceState.STOPPED
         for instance in retired:
-            await self._persist(instance)
+            self.rows.put(instance)
         for template in served.values():
             await self._top_up(template)
 
@@ -118,6 +120,7 @@ class InstancePool:
             self._live.clear()
             self._idle.clear()
             self._changed.notify_all()
+        await self.settled()  # nothing queued may overwrite the rows stopped below
         try:
             async with db_errors("stop instances", "DB_WRITE_ERROR"):
                 await self.pool.execute(QUERIES["stop_node_instances"], self.node)
@@ -137,11 +140,8 @@ class InstancePool:
         the session's task runs on), BUSY for ``session_id``; waits up to ``wait`` seconds
         (default ``lease_timeout``) for one to become free. An instance of a version no
         longer served is recycled (STOPPED) when it comes back."""
-        instance, recorded = await self._acquire(
-            template_name, session_id, wait or self.lease_timeout, pinned
-        )
-        self._recording.add(recorded)
-        recorded.add_done_callback(self._recording.discard)
+        wait = wait or self.lease_timeout
+        instance = await self._acquire(template_name, session_id, wait, pinned)
         failed = False
         try:
             yield instance
@@ -150,17 +150,17 @@ class InstancePool:
             raise
         finally:
             # Shielded: a second cancel must not leave the instance BUSY forever.
-            await asyncio.shield(self._release(instance, failed, recorded))
+            await asyncio.shield(self._release(instance, failed))
 
     async def settled(self) -> None:
-        """Wait until the rows of every lease handed out so far are written."""
-        await asyncio.gather(*self._recording, return_exceptions=True)
+        """Wait until the rows of every change so far are written (see instance_rows.py)."""
+        await self.rows.settled()
 
     async def _acquire(
         self, name: str, session_id: str, wait: float, pinned: AgentTemplate | None = None
-    ) -> tuple[AgentInstance, asyncio.Task[None]]:
-        """The instance, BUSY in memory, and the task writing its row (the lease goes on
-        while it is written: the row is for admins and other replicas, memory rules)."""
+    ) -> AgentInstance:
+        """The instance, BUSY in memory; its row is queued (the lease goes on while it is
+        written: the row is for admins and other replicas, memory rules)."""
         await self.registry.refresh(self.pool, self.refresh_every)
         deadline = asyncio.get_running_loop().time() + wait
         retired: list[AgentInstance] = []
@@ -180,7 +180,7 @@ class InstancePool:
                     None,
                 )
                 if fresh is not None:
-                    instance, created = idle.pop(fresh), False
+                    instance = idle.pop(fresh)
                     break
                 stale = next((i for i in idle if not self._current(i.template)), None)
                 if stale is not None:  # an old version: give its slot to the current one
@@ -189,8 +189,8 @@ class InstancePool:
                     stale.state = InstanceState.STOPPED
                     retired.append(stale)
                     continue
-                if len(live) + self._creating[name] < self.max:
-                    instance, created = AgentInstance(template, self.clients), True
+                if len(live) < self.max:
+                    instance = AgentInstance(template, self.clients)
                     live.append(instance)
                     break
                 remaining = deadline - asyncio.get_running_loop().time()
@@ -203,29 +203,12 @@ class InstancePool:
                     ) from None
             instance.state, instance.session_id = InstanceState.BUSY, session_id
         instance.last_used_at = dt.datetime.now(dt.UTC)
-        return instance, asyncio.create_task(self._record_lease(instance, created, retired))
-
-    async def _record_lease(
-        self, instance: AgentInstance, created: bool, retired: list[AgentInstance]
-    ) -> None:
         for old in retired:
-            await self._persist(old)
-        try:
-            async with db_errors("lease instance", "DB_WRITE_ERROR"):
-                if created:
-                    await self._insert(instance, InstanceState.BUSY)
-                await self.pool.execute(
-                    QUERIES["lease_instance"], instance.instance_id, instance.session_id
-                )
-        except DatabaseError as error:
-            # The session goes on (its own writes will say whether Postgres is back);
-            # the row catches up at the release.
-            log.warning("lease not recorded: %s", error.message)
+            self.rows.put(old)
+        self.rows.put(instance, leased=True)
+        return instance
 
-    async def _release(
-        self, instance: AgentInstance, failed: bool, recorded: asyncio.Task[None]
-    ) -> None:
-        await recorded
+    async def _release(self, instance: AgentInstance, failed: bool) -> None:
         if self._closed:  # close() recorded every instance STOPPED: forget the session only
             try:
                 instance.cleanup()
@@ -237,7 +220,7 @@ class InstancePool:
             instance.failures += 1
             failures = 1
         # BUSY -> (ERROR ->) RESETTING -> IDLE happens here without an await in between:
-        # only the state it ends in is written (one round trip per release, not three).
+        # only the state it ends in is written.
         instance.state = InstanceState.RESETTING
         try:
             instance.cleanup()
@@ -253,7 +236,7 @@ class InstancePool:
             instance.state = InstanceState.IDLE
             self._idle[instance.template.name].append(instance)
             self._changed.notify_all()
-        await self._persist(instance, added_failures=failures)
+        self.rows.put(instance, added_failures=failures)
 
     def _current(self, template: AgentTemplate) -> bool:
         """True while ``template`` is the version the registry serves."""
@@ -267,10 +250,7 @@ class InstancePool:
         await self._drop(instance, state, failures)
         name = instance.template.name
         if self.registry.has(name):
-            try:
-                await self._top_up(self.registry.get(name))
-            except DatabaseError as failure:  # the next lease creates one instead
-                log.warning("no replacement instance yet: %s", failure.message)
+            await self._top_up(self.registry.get(name))
 
     async def _drop(self, instance: AgentInstance, state: InstanceState, failures: int = 0) -> None:
         """Take ``instance`` out of service in ``state`` and wake the waiting leases."""
@@ -281,48 +261,15 @@ class InstancePool:
                 self._idle[instance.template.name].remove(instance)
             instance.state = state
             self._changed.notify_all()
-        await self._persist(instance, added_failures=failures)
+        self.rows.put(instance, added_failures=failures)
 
     async def _top_up(self, template: AgentTemplate) -> None:
         """Create idle instances of ``template`` until the minimum is reached."""
-        while True:
-            async with self._changed:
-                name = template.name
-                if len(self._live[name]) + self._creating[name] >= self.min:
-                    return
-                self._creating[name] += 1
-            instance = AgentInstance(template, self.clients)
-            try:
-                async with db_errors("create instance", "DB_WRITE_ERROR"):
-                    await self._insert(instance, InstanceState.IDLE)
-            finally:
-                async with self._changed:
-                    self._creating[name] -= 1
-            async with self._changed:
-                self._live[name].append(instance)
-                self._idle[name].append(instance)
-                self._changed.notify_all()
-
-    async def _insert(self, instance: AgentInstance, state: InstanceState) -> None:
-        template = instance.template
-        await self.pool.execute(
-            QUERIES["insert_instance"],
-            instance.instance_id,
-            template.name,
-            template.version,
-            state.value,
-            self.node,
-        )
-
-    async def _persist(self, instance: AgentInstance, added_failures: int = 0) -> None:
-        """Mirror the in-memory state; a failed write is logged, never blocks a release."""
-        try:
-            async with db_errors("save instance state", "DB_WRITE_ERROR"):
-                await self.pool.execute(
-                    QUERIES["set_instance_state"],
-                    instance.instance_id,
-                    instance.state.value,
-                    added_failures,
-                )
-        except DatabaseError as error:
-            log.warning("instance %s: %s", instance.instance_id, error.message)
+        async with self._changed:
+            live, idle = self._live[template.name], self._idle[template.name]
+            while len(live) < self.min:
+                instance = AgentInstance(template, self.clients)
+                live.append(instance)
+                idle.append(instance)
+                self.rows.put(instance)
+            self._changed.notify_all()

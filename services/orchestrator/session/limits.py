@@ -56,10 +56,14 @@ class UserLimits:
             async with db_errors("read session", "DB_READ_ERROR"):
                 found = await self.pool.fetchval(QUERIES["session_user"], session_id)
             user = found or ""
-            if len(self._users) > 50_000:
-                self._users.clear()
-            self._users[session_id] = user
+            self.owner_is(session_id, user)
         return user
+
+    def owner_is(self, session_id: str, user_id: str) -> None:
+        """Remember the owner of ``session_id`` (an owner never changes)."""
+        if len(self._users) > 50_000:
+            self._users.clear()
+        self._users[session_id] = user_id
 
     async def admit_session(
         self,

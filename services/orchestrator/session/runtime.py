@@ -147,7 +147,8 @@ class Runtime:
         sessions-open limit) with ``title`` and ``system_prompt``."""
         entry = self.agents.entry
         await self.limits.admit_session(session_id, user_id, entry, title, system_prompt)
-        await self.store.attach(session_id, user_id, entry, title, system_prompt)
+        owner = await self.store.attach(session_id, user_id, entry, title, system_prompt)
+        self.limits.owner_is(session_id, owner)  # the usage of its model calls is the owner's
 
     async def admit(self, user_id: str, message: pb.ClientMessage) -> None:
         """Raise RateLimited when a user message passes the user's messages per minute."""

@@ -193,9 +193,9 @@ class SessionStore:
 
     async def attach(
         self, session_id: str, user_id: str, agent: str, title: str = "", system_prompt: str = ""
-    ) -> None:
+    ) -> str:
         """Create the session when missing (with ``title`` and ``system_prompt``); another
-        user's (or a deleted) one: not found."""
+        user's (or a deleted) one: not found. Returns its owner."""
         arguments = (session_id, user_id, agent, title, system_prompt)
         async with db_errors("create session", "SESSION_CREATION_FAILED"):
             row = await self.pool.fetchrow(QUERIES["attach_session"], *arguments)
@@ -206,6 +206,8 @@ class SessionStore:
                 row = await self.pool.fetchrow(QUERIES["attach_session"], *arguments)
         if row is None or row["deleted_at"] is not None or (user_id and row["user_id"] != user_id):
             raise SessionNotFound(f"Session not found: {session_id}", session_id=session_id)
+        owner: str = row["user_id"]
+        return owner
 
     async def takeover_state(self, session_id: str) -> tuple[str | None, bool]:
         """(the session's turn state, whether messages wait in its inbox)."""

@@ -130,6 +130,7 @@ class AgentAdminServicer(pb_grpc.AgentAdminServicer):
     async def ListInstances(
         self, request: pb.ListInstancesRequest, context: aio.ServicerContext[Any, Any]
     ) -> pb.ListInstancesResponse:
+        await self.instances.settled()  # this process's rows are written behind memory
         rows = await recorded_instances(
             self.pool, request.template, include_stopped=request.include_stopped
         )

@@ -62,41 +62,39 @@ select tool_name, role from orchestrator.agent_template_tools
 where template_name = $1 and template_version = $2
 order by role, tool_name;
 
--- name: insert_instance
--- The instance rows mirror memory (memory rules): committed without waiting for the WAL
--- flush; a row lost to a crash of Postgres is rewritten when the orchestrator comes back.
+-- name: write_instances
+-- The instance rows mirror memory (memory rules; instance_rows.py), many in one statement:
+-- each instance's latest state ($1-$7: id, template, version, state, session, failures to
+-- add, just leased), inserted on its first write, and the sessions just leased ($9-$11:
+-- session, instance, version) record which instance and version serve them. Committed
+-- without waiting for the WAL flush: a row lost to a crash of Postgres is rewritten when
+-- the orchestrator comes back.
 with no_flush as (
     select set_config('synchronous_commit', 'off', true) as setting
+), written as (
+    insert into orchestrator.agent_instances as a
+        (instance_id, template_name, template_version, state, session_id, runtime_node,
+         failures, last_used_at)
+    select r.instance_id, r.template_name, r.template_version, r.state, r.session_id, $8,
+           r.failures, case when r.leased then now() end
+    from unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::int[],
+                $7::bool[])
+        as r(instance_id, template_name, template_version, state, session_id, failures, leased)
+    where (select setting from no_flush) is not null
+    on conflict (instance_id) do update
+    set state = excluded.state,
+        failures = a.failures + excluded.failures,
+        last_used_at = coalesce(excluded.last_used_at, a.last_used_at),
+        updated_at = now(),
+        -- The session stays visible while it is being cleaned up or when it broke the
+        -- instance (cleaning up forgets it in memory).
+        session_id = case when excluded.state in ('BUSY', 'RESETTING', 'ERROR')
+                          then coalesce(excluded.session_id, a.session_id) end
 )
-insert into orchestrator.agent_instances
-    (instance_id, template_name, template_version, state, runtime_node)
-select $1, $2, $3, $4, $5 from no_flush;
-
--- name: lease_instance
--- BUSY for the session, and the session records which instance and version serve it
--- (a mirror: not flushed, see insert_instance).
-with no_flush as (
-    select set_config('synchronous_commit', 'off', true) as setting
-), leased as (
-    update orchestrator.agent_instances
-    set state = 'BUSY', session_id = $2, last_used_at = now(), updated_at = now()
-    where instance_id = $1 and (select setting from no_flush) is not null
-    returning template_version
-)
-update orchestrator.sessions
-set instance_id = $1, template_version = (select template_version from leased)
-where session_id = $2;
-
--- name: set_instance_state
--- $3: failures to add. A mirror: not flushed (see insert_instance).
-with no_flush as (
-    select set_config('synchronous_commit', 'off', true) as setting
-)
-update orchestrator.agent_instances
-set state = $2, failures = failures + $3, updated_at = now(),
-    -- The session stays visible while it is being cleaned up or when it broke the instance.
-    session_id = case when $2 in ('BUSY', 'RESETTING', 'ERROR') then session_id end
-where instance_id = $1 and (select setting from no_flush) is not null;
+update orchestrator.sessions s
+set instance_id = l.instance_id, template_version = l.template_version
+from unnest($9::text[], $10::text[], $11::int[]) as l(session_id, instance_id, template_version)
+where s.session_id = l.session_id;
 
 -- name: stop_node_instances
 update orchestrator.agent_instances
