@@ -58,7 +58,7 @@ async def build(
         probes=(database_answers,),
     )
     server, port = create_server(settings, deps, address)
-    server.on_stop.extend([*closers, engine.close])
+    server.on_stop.extend([*closers, engine.close, store.watch.close])
     return server, port
 
 

@@ -18,6 +18,7 @@ from services.common.db import Pool
 from services.common.errors import DatabaseError
 from services.common.sql import load_queries
 from services.toolsearch.catalog import Tool, ToolDraft
+from services.toolsearch.version_watch import VersionWatch
 
 SQL_DIR = Path(__file__).parent / "sql"
 QUERIES = load_queries(SQL_DIR / "queries.sql")
@@ -77,6 +78,8 @@ class CatalogWriter:
 
     def __init__(self, conn: asyncpg.Connection) -> None:
         self.conn = conn
+        self.bumped: int | None = None
+        """The catalog version this transaction moved the catalog to, if it did."""
 
     async def current(self, names: Sequence[str]) -> dict[str, Stored]:
         """Current versions of ``names``, as of this (locked) transaction."""
@@ -122,6 +125,7 @@ class CatalogWriter:
 
     async def bump(self) -> int:
         version: int = await self.conn.fetchval(QUERIES["bump_catalog_version"])
+        self.bumped = version
         return version
 
     async def version(self) -> int:
@@ -134,18 +138,28 @@ class ToolStore:
 
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
+        self.watch = VersionWatch(pool, QUERIES["catalog_version"])
 
     @contextlib.asynccontextmanager
     async def writer(self) -> AsyncIterator[CatalogWriter]:
         """A transaction holding the catalog lock; asyncpg errors become DatabaseError."""
         try:
-            async with self.pool.acquire() as conn, conn.transaction():
-                await conn.execute(QUERIES["lock_catalog"])
-                yield CatalogWriter(conn)
+            async with self.pool.acquire() as conn:
+                async with conn.transaction():
+                    await conn.execute(QUERIES["lock_catalog"])
+                    writer = CatalogWriter(conn)
+                    yield writer
+                if writer.bumped is not None:  # committed: this process's next search sees it
+                    self.watch.saw(writer.bumped)
         except DB_ERRORS as error:
             raise DatabaseError(f"cannot write tools: {error}", code="DB_WRITE_ERROR") from error
 
     async def catalog_version(self) -> int:
+        """The version searches serve: followed by notification (version_watch.py), read
+        while the listener is down."""
+        known = self.watch.known()
+        if known is not None:
+            return known
         try:
             version: int = await self.pool.fetchval(QUERIES["catalog_version"])
         except DB_ERRORS as error:

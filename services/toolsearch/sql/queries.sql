@@ -2,7 +2,11 @@
 select version from toolsearch.catalog_state;
 
 -- name: bump_catalog_version
-update toolsearch.catalog_state set version = version + 1 returning version;
+-- Listeners (version_watch.py) hear the new version when the bump commits.
+with bumped as (
+    update toolsearch.catalog_state set version = version + 1 returning version
+)
+select version, pg_notify('toolsearch_catalog', version::text) from bumped;
 
 -- name: lock_catalog
 -- Writers queue here, so two imports of the same tool never race for a version number.
