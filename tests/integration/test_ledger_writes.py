@@ -85,8 +85,9 @@ async def test_an_answer_and_its_calls_are_proposed_in_order_in_the_running_step
     ]
     asked = [{"id": c.call_id, "name": c.tool_name, "arguments": c.arguments} for c in calls]
     answer = StoredMessage("assistant", "Looking.", name="coder", tool_calls=asked)
-    await ledger.propose(answer, calls)
+    returned = await ledger.propose(answer, calls)
     stored = await ledger.open_calls("planned")
+    assert returned == stored  # as stored: the loop runs the first without reading it
     assert [c.call_id for c in stored] == ["call-9", "call-3", "call-5"]
     assert {(c.plan_id, c.step_id, c.state, c.agent) for c in stored} == {
         ("plan-1", "s2", "proposed", "coder")

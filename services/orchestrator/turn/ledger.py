@@ -6,6 +6,7 @@ picks up from these rows whenever (and wherever) the next message arrives.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -65,13 +66,14 @@ class Ledger:
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
 
-    async def propose(self, answer: StoredMessage, calls: Sequence[LedgerCall]) -> None:
+    async def propose(self, answer: StoredMessage, calls: Sequence[LedgerCall]) -> list[LedgerCall]:
         """The model's ``answer`` that calls tools and its ``calls`` (one session, one
         agent, proposed), in one commit and in order; each belongs to the step of the
-        session's running plan when one runs (their own plan ids are not read)."""
+        session's running plan when one runs (their own plan ids are not read). Returns
+        the calls as stored (a call id stored before is not proposed again)."""
         sid, agent = calls[0].session_id, calls[0].agent
         async with db_errors("save tool call", "DB_WRITE_ERROR"):
-            await self.pool.execute(
+            rows = await self.pool.fetch(
                 QUERIES["propose_calls"],
                 sid,
                 answer.content,
@@ -84,6 +86,12 @@ class Ledger:
                 [c.tool_name for c in calls],
                 [c.arguments for c in calls],
             )
+        stored = {r["call_id"]: (r["plan_id"], r["step_id"]) for r in rows}
+        return [
+            dataclasses.replace(c, plan_id=stored[c.call_id][0], step_id=stored[c.call_id][1])
+            for c in calls
+            if c.call_id in stored
+        ]
 
     async def next_open(self, session_id: str) -> LedgerCall | None:
         async with db_errors("read tool calls", "DB_READ_ERROR"):

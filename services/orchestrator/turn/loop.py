@@ -307,10 +307,13 @@ class AgentLoop:
         """Run the session until it waits for the IDE or a human, or the task ends;
         ``first``: a new turn's first model call (no call is open then)."""
         budget = self._budgets.setdefault(sid, Budget())
+        proposed: list[LedgerCall] = []  # the calls the last model call made, still open
         try:
             while True:
                 if first is None:
-                    call = await self.ledger.next_open(sid)
+                    # What the model just proposed is open, in order: no read for it.
+                    call = proposed.pop(0) if proposed else await self.ledger.next_open(sid)
+                    proposed.clear()
                     if call is not None:
                         if call.state in ("awaiting_approval", "dispatched"):
                             return
@@ -344,7 +347,8 @@ class AgentLoop:
                 budget.iterations += 1
                 answer = await self.model_step(sid, template, first)
                 first = None
-                if answer is None:
+                if isinstance(answer, list):
+                    proposed = answer
                     continue
                 if await self.finish(sid, template, answer):
                     return
@@ -358,8 +362,8 @@ class AgentLoop:
 
     async def model_step(
         self, sid: str, template: AgentTemplate, first: FirstStep | None = None
-    ) -> str | None:
-        """Ask the model; stream its text. Returns the answer, or None when it called tools."""
+    ) -> str | list[LedgerCall]:
+        """Ask the model; stream its text. Returns the answer, or the calls it proposed."""
         session = await self.session(sid)
         history = first.history if first else await self.store.context(sid)
         handover = self.background(self.handover(sid, template.name))

@@ -103,9 +103,9 @@ class ModelStep:
         self.toolbox = toolbox
         self.context = context
 
-    async def run(self, ask: ModelCall) -> str | None:
-        """Stream the answer; returns it, or None when the model called tools (proposed
-        in the ledger, in order)."""
+    async def run(self, ask: ModelCall) -> str | list[LedgerCall]:
+        """Stream the answer; returns it, or the tool calls the model made (proposed in
+        the ledger, in order)."""
         writes = [ask.ready] if ask.ready is not None else []
         try:
             return await self._run(ask, writes)
@@ -119,7 +119,7 @@ class ModelStep:
             for write in writes:  # whatever happened, the switch and the counts are written
                 write.start()
 
-    async def _run(self, ask: ModelCall, writes: list[TurnWrites]) -> str | None:
+    async def _run(self, ask: ModelCall, writes: list[TurnWrites]) -> str | list[LedgerCall]:
         """``writes``: started once the request is sent; the call's own join them."""
         sid, audience, session, template = ask.sid, ask.audience, ask.session, ask.template
         history, ready = ask.history, ask.ready
@@ -214,7 +214,7 @@ class ModelStep:
             await self.store.add_message(sid, answer())
             return said()
         proposed = [(new_id("call"), c) for c in calls]
-        await self.ledger.propose(
+        return await self.ledger.propose(
             answer(
                 tool_calls=[
                     {"id": cid, "name": c.name, "arguments": c.arguments_json}
@@ -234,4 +234,3 @@ class ModelStep:
                 for cid, c in proposed
             ],
         )
-        return None

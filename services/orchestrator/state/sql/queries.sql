@@ -187,7 +187,7 @@ returning session_id;
 -- The model's answer that calls tools ($2 text, $3 agent, $4 tool_calls, $5 tokens, $6
 -- reasoning, $7 its tokens) and the calls it proposes ($8 ids, $9 tools, $10 raw arguments),
 -- in one commit, in the answer's order; each belongs to the step of the session's running
--- plan, when one runs.
+-- plan, when one runs (returned with each call).
 with plan as (
     select plan_id, steps -> current_step ->> 'id' as step_id
     from orchestrator.plans
@@ -208,7 +208,8 @@ select c.call_id, $1, $3, c.tool_name, c.arguments, '', 'proposed',
 from unnest($8::text[], $9::text[], $10::jsonb[]) with ordinality
     as c(call_id, tool_name, arguments, n)
 order by c.n
-on conflict (call_id) do nothing;
+on conflict (call_id) do nothing
+returning call_id, plan_id, step_id;
 
 -- name: next_open_call
 select call_id, session_id, agent, tool_name, arguments, executor, state, requires_approval,
