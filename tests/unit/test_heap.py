@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from services.common.heap import settle_heap
+from services.common.heap import THRESHOLDS, settle_heap
 
 
 class Node:
@@ -18,8 +18,10 @@ class Node:
 
 @pytest.fixture(autouse=True)
 def unfrozen() -> Iterator[None]:
+    thresholds = gc.get_threshold()
     yield
     gc.unfreeze()
+    gc.set_threshold(*thresholds)
 
 
 def test_start_up_garbage_is_collected_not_frozen() -> None:
@@ -46,3 +48,10 @@ def test_settling_again_collects_what_was_frozen_and_became_garbage() -> None:
     assert gone() is not None  # frozen: no pass sees it
     settle_heap()
     assert gone() is None
+
+
+def test_a_settled_service_collects_young_objects_less_often() -> None:
+    gc.set_threshold(700, 10, 10)  # CPython's own
+    settle_heap()
+    assert gc.get_threshold() == THRESHOLDS
+    assert THRESHOLDS[0] > 700 and THRESHOLDS[1] >= 10 and THRESHOLDS[2] >= 10
