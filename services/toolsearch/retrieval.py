@@ -107,12 +107,11 @@ class SearchEngine:
         """The in-memory catalog of the current catalog version (rebuilt when it moved)."""
         version = await self.store.catalog_version()
         current = self._snapshot
-        # At or past it: a snapshot read after a commit whose notification is on its way.
-        if current is not None and current.version >= version:
+        if current is not None and current.version == version:
             return current
         async with self._reload:
             current = self._snapshot
-            if current is None or current.version < version:
+            if current is None or current.version != version:
                 held = current.entries if current is not None else {}
                 version, keys, fresh = await self.store.snapshot(held)
                 # Tokenising new tools and stacking the matrix: off the event loop.

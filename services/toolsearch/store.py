@@ -138,7 +138,7 @@ class ToolStore:
 
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
-        self.watch = VersionWatch(pool, QUERIES["catalog_version"])
+        self.watch = VersionWatch(pool)
 
     @contextlib.asynccontextmanager
     async def writer(self) -> AsyncIterator[CatalogWriter]:
@@ -150,22 +150,23 @@ class ToolStore:
                     writer = CatalogWriter(conn)
                     yield writer
                 if writer.bumped is not None:  # committed: this process's next search sees it
-                    self.watch.saw(writer.bumped)
+                    self.watch.changed()
         except DB_ERRORS as error:
             raise DatabaseError(f"cannot write tools: {error}", code="DB_WRITE_ERROR") from error
 
     async def catalog_version(self) -> int:
-        """The version searches serve: followed by notification (version_watch.py), read
-        while the listener is down."""
+        """The version searches serve: read once per change heard (version_watch.py)."""
         known = self.watch.known()
         if known is not None:
             return known
+        token = self.watch.reading()
         try:
             version: int = await self.pool.fetchval(QUERIES["catalog_version"])
         except DB_ERRORS as error:
             raise DatabaseError(
                 f"cannot read the catalog: {error}", code="DB_READ_ERROR"
             ) from error
+        self.watch.read(version, token)
         return version
 
     async def snapshot(self, held: Container[Key]) -> tuple[int, list[Key], dict[Key, Indexed]]:

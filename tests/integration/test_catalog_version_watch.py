@@ -1,7 +1,7 @@
-"""Searches follow the catalog's version by notification, not a read per search: this
-process's own import is seen when it commits, another replica's when its notification
-arrives, and with the listener gone the version is read again (and the listener comes
-back)."""
+"""Searches read the catalog's version once per change heard, not before every search:
+this process's own import and another replica's are heard when they commit, a read that
+raced a change is not kept, a version may go back (a restored database), and with the
+listener gone every search reads again until it is back."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from services.toolsearch.store import ToolStore
 
 
 async def following(store: ToolStore) -> int:
-    """The version once the listener is up (the first call starts it)."""
+    """The version once the listener is up and a read was kept (the first call starts it)."""
     for _ in range(200):
         await store.catalog_version()
         known = store.watch.known()
@@ -33,7 +33,9 @@ async def eventually(store: ToolStore, version: int) -> None:
     raise AssertionError(f"never saw version {version}: {await store.catalog_version()}")
 
 
-async def test_a_search_sees_its_own_import_at_once_and_reads_nothing(pool: Pool) -> None:
+async def test_an_own_import_is_read_at_once_and_nothing_is_read_between_changes(
+    pool: Pool,
+) -> None:
     store = ToolStore(pool)
     try:
         start = await following(store)
@@ -43,7 +45,7 @@ async def test_a_search_sees_its_own_import_at_once_and_reads_nothing(pool: Pool
         indexer = Indexer(store, local_embedder())
         report = await indexer.upsert([make_draft({"name": "own_tool", "description": "Own."})])
         assert report.catalog_version == start + 101
-        assert await store.catalog_version() == start + 101  # at once, not after a notification
+        assert await store.catalog_version() == start + 101  # at once, not on a notification
     finally:
         await store.watch.close()
 
@@ -58,6 +60,33 @@ async def test_another_replicas_import_is_seen_when_it_commits(pool: Pool) -> No
             assert await store.catalog_version() == start  # not committed yet
         assert bumped == start + 1
         await eventually(store, bumped)
+    finally:
+        await store.watch.close()
+
+
+async def test_a_read_that_raced_a_change_is_not_kept(pool: Pool) -> None:
+    store = ToolStore(pool)
+    try:
+        start = await following(store)
+        token = store.watch.reading()
+        store.watch.changed()  # heard while the read was on its way
+        store.watch.read(start, token)
+        assert store.watch.known() is None
+        assert await store.catalog_version() == start  # read again, and kept this time
+        assert store.watch.known() == start
+    finally:
+        await store.watch.close()
+
+
+async def test_a_version_that_goes_back_is_followed(pool: Pool) -> None:
+    store = ToolStore(pool)
+    try:
+        start = await following(store)
+        for version in (start + 10, start):  # ahead, then back (a restored database)
+            async with pool.acquire() as conn, conn.transaction():
+                await conn.execute("update toolsearch.catalog_state set version = $1", version)
+                await conn.execute("notify toolsearch_catalog")
+            await eventually(store, version)
     finally:
         await store.watch.close()
 
@@ -80,7 +109,7 @@ async def test_without_the_listener_the_version_is_read_and_listening_resumes(
         assert await store.catalog_version() == start + 5
         assert await following(store) == start + 5  # listening again
         assert store.watch._conn is not listener
-        async with ToolStore(pool).writer() as writer:  # and hears the next one
+        async with ToolStore(pool).writer() as writer:  # and hears the next change
             bumped = await writer.bump()
         await eventually(store, bumped)
     finally:

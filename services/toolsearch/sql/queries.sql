@@ -2,7 +2,7 @@
 select version from toolsearch.catalog_state;
 
 -- name: bump_catalog_version
--- Listeners (version_watch.py) hear the new version when the bump commits.
+-- Listeners (version_watch.py) hear of the change when the bump commits.
 with bumped as (
     update toolsearch.catalog_state set version = version + 1 returning version
 )
