@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -72,11 +71,6 @@ class AccountedUpstream:
             REQUESTS.labels(purpose, error_code or "").inc()
             TOKENS.labels("prompt").inc(record.prompt_tokens)
             TOKENS.labels("completion").inc(record.completion_tokens)
-            # Shielded: a caller that hangs up mid-stream still costs tokens.
-            await asyncio.shield(self._record(record))
-
-    async def _record(self, record: RequestRecord) -> None:
-        try:
-            await self.store.record(record)
-        except ServiceError as error:
-            log.error("usage not recorded", extra={"fields": {"err": error.message}})
+            # Queued, not awaited: the stream ends without waiting for its accounting, and
+            # a caller that hangs up mid-stream still costs tokens.
+            self.store.record(record)

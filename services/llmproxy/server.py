@@ -49,7 +49,7 @@ async def build(
         probes=(database_answers, upstream.reachable),
     )
     server, port = create_server(settings, deps, address)
-    server.on_stop.append(upstream.close)
+    server.on_stop.extend([upstream.close, store.settled])
     return server, port
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from services.common.db import Pool, db_errors
 from services.common.sql import load_queries
+from services.common.write_behind import WriteBehind
 
 SQL_DIR = Path(__file__).parent / "sql"
 QUERIES = load_queries(SQL_DIR / "queries.sql")
@@ -49,29 +50,41 @@ class Usage:
 
 
 class UsageStore:
-    """Writes and sums llm_requests rows."""
+    """Writes and sums llm_requests rows; the rows are written behind the calls (one
+    statement for whatever is queued, see services/common/write_behind.py), and a read
+    waits for this process's queued rows first."""
 
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
+        self._queue: WriteBehind[RequestRecord] = WriteBehind(self._write, "usage records")
 
-    async def record(self, r: RequestRecord) -> None:
+    def record(self, r: RequestRecord) -> None:
+        """Queue ``r`` (no caller waits for accounting)."""
+        self._queue.put(r)
+
+    async def settled(self) -> None:
+        """Every record queued so far is written (or its write failed)."""
+        await self._queue.settled()
+
+    async def _write(self, rows: list[RequestRecord]) -> None:
         async with db_errors("record usage", "DB_WRITE_ERROR"):
             await self.pool.execute(
-                QUERIES["record_request"],
-                r.session_id,
-                r.purpose,
-                r.model,
-                r.duration_ms,
-                r.success,
-                r.error_code,
-                r.prompt_tokens,
-                r.completion_tokens,
-                r.with_tools,
-                r.reasoning_tokens,
+                QUERIES["record_requests"],
+                [r.session_id for r in rows],
+                [r.purpose for r in rows],
+                [r.model for r in rows],
+                [r.duration_ms for r in rows],
+                [r.success for r in rows],
+                [r.error_code for r in rows],
+                [r.prompt_tokens for r in rows],
+                [r.completion_tokens for r in rows],
+                [r.with_tools for r in rows],
+                [r.reasoning_tokens for r in rows],
             )
 
     async def usage(self, session_id: str) -> Usage:
         """One session's totals; an empty ``session_id`` sums every session."""
+        await self.settled()
         async with db_errors("read usage", "DB_READ_ERROR"):
             if session_id:
                 row = await self.pool.fetchrow(QUERIES["session_usage"], session_id)
@@ -82,6 +95,7 @@ class UsageStore:
 
     async def list_usage(self, limit: int) -> list[Usage]:
         """Per-session totals, the most recently active session first."""
+        await self.settled()
         async with db_errors("list usage", "DB_READ_ERROR"):
             rows = await self.pool.fetch(QUERIES["list_usage"], limit)
         return [Usage(**dict(row)) for row in rows]

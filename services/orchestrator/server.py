@@ -193,6 +193,7 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
     server.on_stop.append(instances.close)
     server.on_stop.append(hub.close)
     server.on_stop.append(runtime.close)
+    server.on_stop.append(limits.settled)
     server.on_stop.append(stop_jobs)
     server.on_stop.append(sources.close)
     server.on_stop.append(remote_http.aclose)

@@ -4,19 +4,24 @@ Messages per minute are taken in one conditional upsert (two replicas cannot bot
 the last one). Tokens and cost are known only after a model call: the call is refused
 once the day's count has reached the limit, and its usage is added when it ends, so a
 burst of calls already in flight may pass the limit by those calls; they are counted
-with no limit set too, so ``/events/metrics`` shows real use. Sessions open at
-once are counted under a per-user advisory lock while the new session is created.
+with no limit set too, so ``/events/metrics`` shows real use. The additions are written
+behind the calls (services/common/write_behind.py: no model call waits for its count, and
+many calls' counts are one statement); a read of this process's counters waits for them.
+Sessions open at once are counted under a per-user advisory lock while the new session is
+created.
 Windows are fixed: a clock minute and a UTC day, on the database's clock.
 """
 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from dataclasses import dataclass
 
 from services.common.db import Pool, db_errors
 from services.common.limit_settings import LimitSettings
 from services.common.sql import load_queries
+from services.common.write_behind import WriteBehind
 from services.orchestrator.errors import BudgetExceeded, RateLimited
 from services.orchestrator.state import SQL_DIR
 
@@ -48,6 +53,9 @@ class UserLimits:
         self.pool = pool
         self.settings = settings
         self._users: dict[str, str] = {}
+        self._counts: WriteBehind[tuple[str, float, float]] = WriteBehind(
+            self._add, "usage counters"
+        )
 
     async def user_of(self, session_id: str) -> str:
         """The session's owner (a delegate's session has its parent's owner)."""
@@ -131,15 +139,31 @@ class UserLimits:
         self, session_id: str, model: str, prompt_tokens: int, completion_tokens: int
     ) -> None:
         """Count a finished model call's tokens and cost for the day, with or without a
-        limit on them: ``/events/metrics`` shows real use either way."""
+        limit on them: ``/events/metrics`` shows real use either way (queued, see above)."""
         user = await self.user_of(session_id)
         cost = self.settings.price_of(model).cost(prompt_tokens, completion_tokens)
+        self._counts.put((user, prompt_tokens + completion_tokens, cost))
+
+    async def settled(self) -> None:
+        """Every count queued so far is added (or its write failed)."""
+        await self._counts.settled()
+
+    async def _add(self, counts: list[tuple[str, float, float]]) -> None:
+        sums: defaultdict[tuple[str, str], float] = defaultdict(float)
+        for user, tokens, cost in counts:
+            sums[user, TOKENS] += tokens
+            sums[user, COST] += cost
         async with db_errors("count usage", "DB_WRITE_ERROR"):
             await self.pool.execute(
-                QUERIES["add"], user, [TOKENS, COST], DAY, [prompt_tokens + completion_tokens, cost]
+                QUERIES["add"],
+                [user for user, _ in sums],
+                [metric for _, metric in sums],
+                list(sums.values()),
+                DAY,
             )
 
     async def _today(self, user_id: str) -> list[Usage]:
+        await self.settled()
         async with db_errors("read usage", "DB_READ_ERROR"):
             rows = await self.pool.fetch(QUERIES["read"], user_id, [TOKENS, COST], DAY)
         by_metric = {r["metric"]: r for r in rows}

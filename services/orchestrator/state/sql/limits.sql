@@ -16,16 +16,17 @@ select (select amount from taken) as amount,
            as resets_in;
 
 -- name: add
--- Add $4[i] to the user's $2[i] counter of the current $3-second window, unconditionally
--- (one statement for every metric of a model call). Committed without waiting for the WAL
--- flush, as add_message: the turn's next flushed commit (its done at the latest) flushes it.
+-- Add $3[i] to user $1[i]'s $2[i] counter of the current $4-second window, unconditionally
+-- (one statement for the model calls counted since the last; each (user, metric) once).
+-- Committed without waiting for the WAL flush, as add_message: the next flushed commit (a
+-- turn's done at the latest) flushes it.
 with no_flush as (
     select set_config('synchronous_commit', 'off', true) as setting
 )
 insert into orchestrator.usage_counters (user_id, metric, window_start, amount)
-select $1, m.metric, to_timestamp(floor(extract(epoch from now()) / $3::float8) * $3::float8),
-       m.amount
-from no_flush, unnest($2::text[], $4::float8[]) as m (metric, amount)
+select m.user_id, m.metric,
+       to_timestamp(floor(extract(epoch from now()) / $4::float8) * $4::float8), m.amount
+from no_flush, unnest($1::text[], $2::text[], $3::float8[]) as m (user_id, metric, amount)
 on conflict (user_id, metric, window_start) do update
     set amount = usage_counters.amount + excluded.amount;
 

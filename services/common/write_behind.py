@@ -1,0 +1,52 @@
+"""Rows no client waits on, written behind their producer by one writer per queue.
+
+For writes that are bookkeeping rather than a promise (the instance mirror, request
+accounting, usage counters): ``put`` never waits, and one writer task writes whatever is
+queued in one call, then what was queued meanwhile. A lone row is written at once; a busy
+process writes many together instead of one statement each, and nobody's answer waits for
+them. A write that fails is logged and its rows dropped (as a failed inline write was); a
+process killed before its writer ran loses what was queued. Reads that must see this
+process's own rows ``settled()`` first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
+
+from services.common.errors import ServiceError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class WriteBehind(Generic[T]):
+    """A queue of ``T`` and the one writer that empties it through ``write``."""
+
+    def __init__(self, write: Callable[[list[T]], Awaitable[None]], what: str) -> None:
+        self._write = write
+        self.what = what
+        """What the rows are, for the log."""
+        self._queued: list[T] = []
+        self._writer: asyncio.Task[None] | None = None
+
+    def put(self, row: T) -> None:
+        """Queue ``row``; the writer starts if it is not running."""
+        self._queued.append(row)
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_all())
+
+    async def settled(self) -> None:
+        """Wait until every row queued so far is written (or its write failed)."""
+        if self._writer is not None:
+            await asyncio.shield(self._writer)
+
+    async def _write_all(self) -> None:
+        while self._queued:
+            rows, self._queued = self._queued, []
+            try:
+                await self._write(rows)
+            except ServiceError as error:
+                log.warning("%s not written: %s", self.what, error.message)

@@ -1,0 +1,70 @@
+"""Rows written behind their producer: a lone row at once, what is queued meanwhile in the
+next write, a failed write logged and dropped without stopping the queue."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from services.common.errors import DatabaseError
+from services.common.write_behind import WriteBehind
+
+
+class Sink:
+    """A write that takes its time and can be told to fail."""
+
+    def __init__(self) -> None:
+        self.writes: list[list[int]] = []
+        self.fail_next = False
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    async def __call__(self, rows: list[int]) -> None:
+        await self.gate.wait()
+        if self.fail_next:
+            self.fail_next = False
+            raise DatabaseError("Postgres is away", code="DB_WRITE_ERROR")
+        self.writes.append(rows)
+
+
+async def test_a_lone_row_is_written_at_once() -> None:
+    sink = Sink()
+    queue: WriteBehind[int] = WriteBehind(sink, "numbers")
+    queue.put(1)
+    await queue.settled()
+    assert sink.writes == [[1]]
+
+
+async def test_rows_queued_while_a_write_runs_go_together_in_the_next() -> None:
+    sink = Sink()
+    queue: WriteBehind[int] = WriteBehind(sink, "numbers")
+    sink.gate.clear()
+    queue.put(1)
+    await asyncio.sleep(0)  # the writer took 1 and waits on the slow write
+    for n in (2, 3, 4):
+        queue.put(n)
+    sink.gate.set()
+    await queue.settled()
+    assert sink.writes == [[1], [2, 3, 4]]
+
+
+async def test_a_failed_write_is_logged_and_the_queue_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sink = Sink()
+    queue: WriteBehind[int] = WriteBehind(sink, "numbers")
+    sink.fail_next = True
+    with caplog.at_level(logging.WARNING):
+        queue.put(1)
+        await queue.settled()
+    assert "numbers not written: Postgres is away" in caplog.text
+    queue.put(2)
+    await queue.settled()
+    assert sink.writes == [[2]]
+
+
+async def test_settled_with_nothing_queued_returns() -> None:
+    queue: WriteBehind[int] = WriteBehind(Sink(), "numbers")
+    await asyncio.wait_for(queue.settled(), 1)
