@@ -97,16 +97,13 @@ class InstancePool:
         """Follow the registry: retire idle instances of old versions or of templates no
         longer served, and top every served template up to the minimum."""
         served = {t.name: t for t in self.registry.all()}
-        retired: list[AgentInstance] = []
         async with self._changed:
             for name, idle in self._idle.items():
                 for instance in [i for i in idle if not self._current(i.template)]:
                     idle.remove(instance)
                     self._live[name].remove(instance)
-                    retired.append(instance)
                     instance.state = InstanceState.STOPPED
-        for instance in retired:
-            self.rows.put(instance)
+                    self.rows.put(instance)
         for template in served.values():
             await self._top_up(template)
 
@@ -163,7 +160,6 @@ class InstancePool:
         written: the row is for admins and other replicas, memory rules)."""
         await self.registry.refresh(self.pool, self.refresh_every)
         deadline = asyncio.get_running_loop().time() + wait
-        retired: list[AgentInstance] = []
         async with self._changed:
             while True:
                 if self._closed:
@@ -187,7 +183,7 @@ class InstancePool:
                     idle.remove(stale)
                     live.remove(stale)
                     stale.state = InstanceState.STOPPED
-                    retired.append(stale)
+                    self.rows.put(stale)
                     continue
                 if len(live) < self.max:
                     instance = AgentInstance(template, self.clients)
@@ -203,8 +199,6 @@ class InstancePool:
                     ) from None
             instance.state, instance.session_id = InstanceState.BUSY, session_id
         instance.last_used_at = dt.datetime.now(dt.UTC)
-        for old in retired:
-            self.rows.put(old)
         self.rows.put(instance, leased=True)
         return instance
 
