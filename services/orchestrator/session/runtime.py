@@ -439,6 +439,10 @@ class Runtime:
             await self.inputs.fail(sid, "INTERNAL_ERROR", "the runtime failed on this message")
         finally:
             self._cancelling.discard(sid)
+            # Handled (its done is out): no longer live, so a resend is answered by its claim
+            # alone (applied when the message was never stored) even before the turn's end
+            # is written.
+            self._live.get(sid, set()).discard(client_message_id(item) or "")
         if task.cancelled() and not self._is_cancel(item):
             await self.inputs.cancelled(sid)
 
