@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import AsyncIterator
 
@@ -12,8 +11,6 @@ from services.common.errors import ServiceError
 from services.common.model_stream import ModelFinished, ModelOutput
 from services.llmproxy.store import RequestRecord, UsageStore
 from services.llmproxy.upstream import CompletionRequest, Upstream
-
-log = logging.getLogger(__name__)
 
 TTFT = Histogram(
     "codelab_llm_ttft_seconds",
