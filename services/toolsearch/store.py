@@ -78,8 +78,8 @@ class CatalogWriter:
 
     def __init__(self, conn: asyncpg.Connection) -> None:
         self.conn = conn
-        self.bumped: int | None = None
-        """The catalog version this transaction moved the catalog to, if it did."""
+        self.moved = False
+        """This transaction moved the catalog's version."""
 
     async def current(self, names: Sequence[str]) -> dict[str, Stored]:
         """Current versions of ``names``, as of this (locked) transaction."""
@@ -125,7 +125,7 @@ class CatalogWriter:
 
     async def bump(self) -> int:
         version: int = await self.conn.fetchval(QUERIES["bump_catalog_version"])
-        self.bumped = version
+        self.moved = True
         return version
 
     async def version(self) -> int:
@@ -149,7 +149,7 @@ class ToolStore:
                     await conn.execute(QUERIES["lock_catalog"])
                     writer = CatalogWriter(conn)
                     yield writer
-                if writer.bumped is not None:  # committed: this process's next search sees it
+                if writer.moved:  # committed: this process's next search sees it
                     self.watch.changed()
         except DB_ERRORS as error:
             raise DatabaseError(f"cannot write tools: {error}", code="DB_WRITE_ERROR") from error

@@ -312,8 +312,8 @@ class AgentLoop:
             while True:
                 if first is None:
                     # What the model just proposed is open, in order: no read for it.
-                    call = proposed.pop(0) if proposed else await self.ledger.next_open(sid)
-                    proposed.clear()
+                    call = proposed[0] if proposed else await self.ledger.next_open(sid)
+                    proposed = []
                     if call is not None:
                         if call.state in ("awaiting_approval", "dispatched"):
                             return
