@@ -176,7 +176,8 @@ class Runtime:
         if not await self.ownership.acquire(sid):
             return False
         await self.hub.reset(sid)
-        state, posted = await self.store.takeover_state(sid)
+        state, posted, last_seq = await self.store.takeover_state(sid)
+        self.hub.adopt(sid, last_seq)
         running = state == "running"
         if running:
             await self.store.set_turn_state(sid, "idle")

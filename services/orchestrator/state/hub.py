@@ -307,6 +307,12 @@ class SessionHub:
         await self.flush()
         self._seq.pop(session_id, None)
 
+    def adopt(self, session_id: str, last_seq: int) -> None:
+        """``last_seq``: the log's last seq, read by this process after it took the session
+        over and ``reset`` it; kept unless a commit since then numbered from the log (it
+        read the same or later)."""
+        self._seq.setdefault(session_id, last_seq)
+
     def forget(self, session_id: str) -> None:
         """Drop cached state of a session nobody watches (its events stay in Postgres)."""
         if not self._subscribers.get(session_id):

@@ -177,6 +177,26 @@ async def test_the_seq_continues_after_what_another_replica_wrote(store: Session
         await other.close()
 
 
+
+async def test_an_adopted_seq_numbers_the_next_event_unless_a_commit_knows_better(
+    store: SessionStore,
+) -> None:
+    mine, other = SessionHub(store), SessionHub(store)
+    try:
+        await other.emit("a", answer("1"))
+        await other.emit("a", answer("2"))
+        await mine.reset("a")
+        mine.adopt("a", 2)  # what the take-over read of the log said
+        assert (await mine.emit("a", answer("3"))).seq == 3
+        mine.adopt("a", 1)  # an older read does not move a seq this process committed
+        assert (await mine.emit("a", answer("4"))).seq == 4
+        assert [e.seq for e in await logged(store, "a")] == [1, 2, 3, 4]
+        mine.adopt("b", 7)  # taken as is: the log is not read again (it says 0)
+        assert (await mine.emit("b", answer("b"))).seq == 8
+    finally:
+        await mine.close()
+        await other.close()
+
 async def test_a_conflicting_commit_fails_then_the_seq_is_read_again(store: SessionStore) -> None:
     mine, other = SessionHub(store), SessionHub(store)
     try:
