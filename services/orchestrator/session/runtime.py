@@ -26,6 +26,7 @@ from services.orchestrator.metrics import SESSIONS_ACTIVE
 from services.orchestrator.peers.mesh_clients import Expired, HitlClient
 from services.orchestrator.session.client_ids import ClientIds, client_message_id, kind_of
 from services.orchestrator.session.inputs import Inputs
+from services.orchestrator.session.leases import Leases
 from services.orchestrator.session.limits import UserLimits
 from services.orchestrator.session.ownership import Ownership
 from services.orchestrator.session.tool_timeouts import TimedOut, ToolTimeouts
@@ -116,6 +117,7 @@ class Runtime:
         self._handling: dict[str, tuple[str, int]] = {}
         """(client message id, first seq) of the user message each session is handling."""
         self._background: list[asyncio.Task[None]] = []
+        self.leases = Leases(ownership, self._recover, lambda sid: sid in self._workers)
 
     async def start(self) -> None:
         await self.ownership.start()
@@ -170,11 +172,11 @@ class Runtime:
         return "accepted"
 
     async def _own(self, sid: str) -> bool:
-        """Own the session; on taking it over, recover what the last owner left."""
-        if sid in self.ownership.owned:
-            return True
-        if not await self.ownership.acquire(sid):
-            return False
+        """Own the session (see leases.py)."""
+        return await self.leases.own(sid)
+
+    async def _recover(self, sid: str) -> None:
+        """This replica just took the session: recover what the last owner left."""
         await self.hub.reset(sid)
         state, posted, last_seq = await self.store.takeover_state(sid)
         self.hub.adopt(sid, last_seq)
@@ -195,7 +197,6 @@ class Runtime:
             await self.hub.emit(sid, events.done("error"))
         for user_id, message in await self.ownership.take(sid) if posted else ():
             await self._local(sid, user_id, message, answer=False)
-        return True
 
     async def _drain(self, sid: str) -> None:
         if await self._own(sid):
@@ -319,7 +320,7 @@ class Runtime:
                 self._live.pop(sid, None)
                 self._unclaimed.pop(sid, None)
                 self.hub.forget(sid)
-                await asyncio.shield(self.ownership.release(sid))
+                await self.leases.let_go(sid)
 
     def refuse(
         self, sid: str, item: Item, error: ServiceError, only: Subscription | None = None

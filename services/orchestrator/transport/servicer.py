@@ -162,6 +162,23 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
         if first.WhichOneof("message") != "attach" or not first.attach.session_id:
             raise MissingField("the stream must start with attach{session_id}")
         sid, user = first.attach.session_id, first.attach.user_id
+        leases = self.runtime.leases
+        leases.attached(sid)  # taken beside the check: the first message finds it owned
+        try:
+            async for message in self._follow(sid, user, first.attach, request_iterator):
+                yield message  # type: ignore[misc]  # serialized (see add_runtime_servicer)
+        finally:
+            await asyncio.shield(leases.detached(sid))
+
+    async def _follow(
+        self,
+        sid: str,
+        user: str,
+        attach: common.Attach,
+        request_iterator: AsyncIterator[common.ClientMessage],
+    ) -> AsyncIterator[bytes]:
+        """The attached stream: the session checked and subscribed to, the client's
+        messages submitted, the session's events sent."""
         with log_context(session_id=sid):
             # The first message is read while the session is checked and subscribed to (the
             # three are independent); none is applied before the check passes.
@@ -185,12 +202,12 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
 
             reader = asyncio.create_task(read(), name=f"stream-reader:{sid}")
             try:
-                subscription = await self._attach(sid, user, first.attach)
+                subscription = await self._attach(sid, user, attach)
             except BaseException:
                 reader.cancel()
                 await asyncio.wait([reader])
                 raise
-            if first.attach.last_seq >= 0:
+            if attach.last_seq >= 0:
                 # A reconnecting IDE may have lost a tool_call it never ran: each unanswered
                 # one is sent again after the replay, outside the log, with the same call_id.
                 for event in await self.runtime.resend_dispatched(sid):
@@ -201,7 +218,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
             try:
                 async for ready in subscription:
                     for message in pack_events(ready):
-                        yield message  # type: ignore[misc]  # serialized (see add_runtime_servicer)
+                        yield message
             finally:
                 subscription.close()
                 reader.cancel()

@@ -177,7 +177,6 @@ async def test_the_seq_continues_after_what_another_replica_wrote(store: Session
         await other.close()
 
 
-
 async def test_an_adopted_seq_numbers_the_next_event_unless_a_commit_knows_better(
     store: SessionStore,
 ) -> None:
@@ -196,6 +195,7 @@ async def test_an_adopted_seq_numbers_the_next_event_unless_a_commit_knows_bette
     finally:
         await mine.close()
         await other.close()
+
 
 async def test_a_conflicting_commit_fails_then_the_seq_is_read_again(store: SessionStore) -> None:
     mine, other = SessionHub(store), SessionHub(store)
