@@ -1,6 +1,7 @@
 """The ledger's two writes of a tool round trip, one commit each: the model's answer with the
 calls it proposes (in order, in the running plan's step), and a finished call (the tool
-message the model reads, the call's state and result, the sources and artifacts it left)."""
+message the model reads, the call's state and result, the sources and artifacts it left, and
+the session's next open call, read by the same statement)."""
 
 from __future__ import annotations
 
@@ -103,3 +104,47 @@ async def test_calls_outside_a_plan_belong_to_none(pool: Pool) -> None:
     call = await proposed(ledger, "unplanned", "call-u", "read_file")
     stored = await ledger.get("unplanned", call.call_id)
     assert stored is not None and (stored.plan_id, stored.step_id) == (None, None)
+
+
+async def test_a_finished_calls_commit_tells_the_next_open_call(pool: Pool) -> None:
+    store, ledger = SessionStore(pool), Ledger(pool)
+    await store.attach("next", "u1", "coder")
+    calls = [
+        LedgerCall(f"call-{n}", "next", "coder", "read_file", '{"path": "a.py"}', "", "proposed")
+        for n in ("a", "b")
+    ]
+    asked = [{"id": c.call_id, "name": c.tool_name, "arguments": c.arguments} for c in calls]
+    await ledger.propose(StoredMessage("assistant", "", tool_calls=asked), calls)
+    await ledger.complete(calls[0], StoredMessage("tool", "A"), "completed", None)
+    # Behind the ledger's back: what it answers next was read by the commit, not after it.
+    await pool.execute(
+        "update orchestrator.tool_calls set state = 'failed' where call_id = 'call-b'"
+    )
+    after = await ledger.next_open("next")
+    assert after is not None and (after.call_id, after.state) == ("call-b", "proposed")
+    assert await ledger.next_open("next") is None  # answered once, then read
+
+
+async def test_the_next_open_call_is_read_again_after_a_change_or_the_handling_ends(
+    pool: Pool,
+) -> None:
+    store, ledger = SessionStore(pool), Ledger(pool)
+    await store.attach("again", "u1", "coder")
+    calls = [
+        LedgerCall(f"call-{n}", "again", "coder", "read_file", '{"path": "a.py"}', "", "proposed")
+        for n in ("x", "y", "z")
+    ]
+    asked = [{"id": c.call_id, "name": c.tool_name, "arguments": c.arguments} for c in calls]
+    await ledger.propose(StoredMessage("assistant", "", tool_calls=asked), calls)
+    await ledger.complete(calls[0], StoredMessage("tool", "X"), "completed", None)
+    await ledger.set_state(calls[1], "dispatched")
+    after = await ledger.next_open("again")
+    assert after is not None and (after.call_id, after.state) == ("call-y", "dispatched")
+    await ledger.complete(calls[1], StoredMessage("tool", "Y"), "completed", None)
+    ledger.forget("again")  # another owner may change the calls once this handling ends
+    await pool.execute(
+        "update orchestrator.tool_calls set state = 'failed' where call_id = 'call-z'"
+    )
+    assert await ledger.next_open("again") is None
+    await ledger.complete(calls[2], StoredMessage("tool", "Z"), "completed", None)
+    assert await ledger.next_open("again") is None  # the last one: none is open

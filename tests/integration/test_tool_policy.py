@@ -86,6 +86,23 @@ async def test_static_agents_are_offered_everything_and_save_nothing(mesh: Mesh)
     assert tokens["offered"] == tokens["all_allowed"] > 0 and tokens["saved"] == 0
 
 
+async def test_every_model_call_of_a_tool_round_trip_is_counted(mesh: Mesh) -> None:
+    async with ide(mesh, "one-call") as client:
+        await client.say("hello", agent_type="coder")
+    one = await tool_tokens(mesh, "one-call")
+    mesh.scripted.enqueue(
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "main.py"}}]},
+        {"text": "Read it."},
+    )
+    async with ide(mesh, "round-trip") as client:
+        asked = await client.say("read main.py", agent_type="coder")
+        [call] = of(asked, "tool_call")
+        await client.result(call["call_id"], {"content": "print(1)"})
+    # The call after the result is counted with its message's end, not in a write of its own.
+    both = await tool_tokens(mesh, "round-trip")
+    assert both["offered"] == 2 * one["offered"] and both["all_allowed"] == 2 * one["all_allowed"]
+
+
 async def test_tool_search_pins_tools_for_the_next_steps_of_this_session_only(
     mesh: Mesh,
 ) -> None:

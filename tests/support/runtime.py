@@ -54,8 +54,8 @@ class Turns:
         if ahead is not None:
             ahead.cancel()
 
-    def end(self, sid: str) -> None:
-        pass
+    def end(self, sid: str) -> tuple[int, int]:
+        return (0, 0)  # no model calls here, so no tool token counts
 
     def take_last_done(self, sid: str) -> str:
         return self.last_done.pop(sid, "")

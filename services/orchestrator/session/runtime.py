@@ -405,7 +405,7 @@ class Runtime:
                 finally:
                     SCRATCH.reset(token)
         finally:
-            loop.end(sid)
+            counts = loop.end(sid)
         status = loop.take_last_done(sid)
         target = DONE_STATES.get(status)
         await self.store.end_turn(
@@ -413,6 +413,7 @@ class Runtime:
             target.value if target else None,
             [state.value for state in sources_of(target)] if target else [],
             target in TERMINAL,
+            counts,
         )
 
     @staticmethod

@@ -362,12 +362,18 @@ class SessionStore:
         )
 
     async def end_turn(
-        self, session_id: str, move_to: str | None, sources: Sequence[str], terminal: bool
+        self,
+        session_id: str,
+        move_to: str | None,
+        sources: Sequence[str],
+        terminal: bool,
+        tool_tokens: tuple[int, int] = (0, 0),
     ) -> None:
-        """Mark the turn idle, moving the session to ``move_to`` when ``sources`` allow."""
+        """Mark the turn idle, moving the session to ``move_to`` when ``sources`` allow;
+        ``tool_tokens``: (offered, all) schema tokens of model calls still to be counted."""
         async with db_errors("end turn", "DB_WRITE_ERROR"):
             await self.pool.execute(
-                QUERIES["end_turn"], session_id, move_to, list(sources), terminal
+                QUERIES["end_turn"], session_id, move_to, list(sources), terminal, *tool_tokens
             )
 
     async def set_turn_state(self, session_id: str, state: str) -> None:

@@ -60,11 +60,23 @@ def _plan(row: asyncpg.Record) -> Plan:
     return Plan(**dict(row))
 
 
+FINISHED_STATES = frozenset(
+    {"completed", "failed", "cancelled", "rejected", "expired", "timed_out"}
+)
+
+
 class Ledger:
-    """SQL for the loop's state."""
+    """SQL for the loop's state.
+
+    A finished call's commit also reads the session's next open call; ``next_open`` answers
+    with it until the session's calls change here (every change of them goes through this
+    class) or ``forget`` is called at the end of the message being handled (another owner
+    may change them after that).
+    """
 
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
+        self._next_open: dict[str, LedgerCall | None] = {}
 
     async def propose(self, answer: StoredMessage, calls: Sequence[LedgerCall]) -> list[LedgerCall]:
         """The model's ``answer`` that calls tools and its ``calls`` (one session, one
@@ -72,6 +84,7 @@ class Ledger:
         session's running plan when one runs (their own plan ids are not read). Returns
         the calls as stored (a call id stored before is not proposed again)."""
         sid, agent = calls[0].session_id, calls[0].agent
+        self._next_open.pop(sid, None)
         async with db_errors("save tool call", "DB_WRITE_ERROR"):
             rows = await self.pool.fetch(
                 QUERIES["propose_calls"],
@@ -94,6 +107,8 @@ class Ledger:
         ]
 
     async def next_open(self, session_id: str) -> LedgerCall | None:
+        if session_id in self._next_open:  # read by the commit that finished the last one
+            return self._next_open.pop(session_id)
         async with db_errors("read tool calls", "DB_READ_ERROR"):
             row = await self.pool.fetchrow(QUERIES["next_open_call"], session_id)
         return _call(row) if row else None
@@ -124,6 +139,7 @@ class Ledger:
         requires_approval: bool | None = None,
         result: Any = None,
     ) -> None:
+        self._next_open.pop(call.session_id, None)
         async with db_errors("update tool call", "DB_WRITE_ERROR"):
             await self.pool.execute(
                 QUERIES["set_call_state"],
@@ -147,9 +163,12 @@ class Ledger:
     ) -> None:
         """A finished call in one commit: ``message`` (the tool message the model reads),
         the call's state and result, the sources (kind, locator) and artifacts (kind,
-        path, bytes) it left."""
+        path, bytes) it left. ``state`` is a finished one."""
+        assert state in FINISHED_STATES, state
+        sid = call.session_id
+        self._next_open.pop(sid, None)
         async with db_errors("save tool result", "DB_WRITE_ERROR"):
-            await self.pool.execute(
+            row = await self.pool.fetchrow(
                 QUERIES["complete_call"],
                 call.session_id,
                 call.call_id,
@@ -164,6 +183,11 @@ class Ledger:
                 [path for _, path, _ in artifacts],
                 [size for _, _, size in artifacts],
             )
+        self._next_open[sid] = _call(row) if row else None
+
+    def forget(self, session_id: str) -> None:
+        """The message being handled ended: the next open call is read again."""
+        self._next_open.pop(session_id, None)
 
     async def reviewed_patches(self, session_id: str) -> list[str]:
         """The patches kept in the session's latest patch reviews."""

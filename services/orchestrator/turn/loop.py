@@ -129,13 +129,15 @@ class AgentLoop:
         # the owner is the only writer of what the loop reads from them.
         self._rows: dict[str, SessionRow] = {}
         self._starts: dict[str, TurnStart] = {}
+        self._counts: dict[str, tuple[int, int]] = {}
+        """Tool token counts of model calls, written with their message's end."""
         # The last switch of the message being handled: (from, to, reason).
         self._switched: dict[str, tuple[str, str, str]] = {}
         self._ahead: dict[str, ReadAhead] = {}
         # The status of the last `done` per session, for the session state machine.
         self._last_done: dict[str, str] = {}
         self.context = ContextKeeper(llm, store, self.post)
-        self.step = ModelStep(store, ledger, hub, llm, toolbox, self.context)
+        self.step = ModelStep(store, ledger, hub, llm, toolbox, self.context, self.count_later)
         # The agent directory (for routing and agent_search); the server gives it toolsearch.
         self.directory = directory or AgentDirectory(agents)
         # The executors see this loop through its port (``TurnPort``) only.
@@ -196,8 +198,18 @@ class AgentLoop:
         if ahead is not None:
             self._ahead[sid] = ahead
 
-    def end(self, sid: str) -> None:
-        """The message is handled: forget what was read for it (delegates' rows too)."""
+    def count_later(self, sid: str, offered: int, everything: int) -> bool:
+        """Keep a model call's tool token counts for the end of the message ``sid`` is
+        handling (False when it handles none here: a delegate's calls write their own)."""
+        if sid not in self._starts:
+            return False
+        kept = self._counts.get(sid, (0, 0))
+        self._counts[sid] = (kept[0] + offered, kept[1] + everything)
+        return True
+
+    def end(self, sid: str) -> tuple[int, int]:
+        """The message is handled: forget what was read for it (delegates' rows too).
+        Returns the tool token counts kept for its end (``count_later``)."""
         self._starts.pop(sid, None)
         for key in [k for k in self._switched if k == sid or k.startswith(sid + ".")]:
             del self._switched[key]
@@ -206,6 +218,9 @@ class AgentLoop:
             ahead.cancel()
         for key in [k for k in self._rows if k == sid or k.startswith(sid + ".")]:
             del self._rows[key]  # a delegate's session id is "<parent>.<call id>"
+            self.ledger.forget(key)
+        self.ledger.forget(sid)
+        return self._counts.pop(sid, (0, 0))
 
     def start_of(self, sid: str) -> TurnStart | None:
         """What the message being handled read at its start (None outside one)."""

@@ -95,6 +95,7 @@ class ModelStep:
         llm: LlmClient,
         toolbox: Toolbox,
         context: ContextKeeper,
+        count_later: Callable[[str, int, int], bool] = lambda sid, offered, everything: False,
     ) -> None:
         self.store = store
         self.ledger = ledger
@@ -102,6 +103,9 @@ class ModelStep:
         self.llm = llm
         self.toolbox = toolbox
         self.context = context
+        self.count_later = count_later
+        """Takes a call's tool token counts to write with its message's end (False: the
+        session has no such end here, they are written at once)."""
 
     async def run(self, ask: ModelCall) -> str | list[LedgerCall]:
         """Stream the answer; returns it, or the tool calls the model made (proposed in
@@ -131,9 +135,10 @@ class ModelStep:
         if spent:  # seed 003: a spent budget takes its tools out of the prompt
             tools = [t for t in tools if t.name not in spent]
         offered, offerable = schema_tokens(tools), schema_tokens(everything)
+        counted: TurnWrites | None = None
         if ready is not None and ready.count(offered, offerable):
             counted = ready
-        else:
+        elif not self.count_later(sid, offered, offerable):
             counts = RowChanges(tool_tokens=(offered, offerable))
             counted = TurnWrites(lambda: self.store.write_changes(sid, counts, flush=True))
             writes.append(counted)
@@ -207,7 +212,8 @@ class ModelStep:
             raise
         if ready is not None:
             await ready.wait()
-        await counted.wait()
+        if counted is not None:
+            await counted.wait()
         if parts:
             self.hub.post(audience, events.assistant_final(template.name, message_id))
         if not calls:

@@ -231,8 +231,10 @@ where call_id = $1 and session_id = $2;
 
 -- name: complete_call
 -- A call's outcome in one statement: the tool message the model reads ($4: its name, $5: its
--- tokens), the call's state ($6) and result ($7), and what it read or wrote (sources: $8
--- kinds, $9 locators; artifacts: $10 kinds, $11 paths, $12 bytes; empty arrays for none).
+-- tokens), the call's state ($6, a finished one) and result ($7), and what it read or wrote
+-- (sources: $8 kinds, $9 locators; artifacts: $10 kinds, $11 paths, $12 bytes; empty arrays
+-- for none). Returns the session's next open call, when there is one (the statement sees
+-- the calls as they were before it: the one it finishes is left out by its id).
 with inserted as (
     insert into orchestrator.messages (session_id, role, content, name, tool_call_id, tokens)
     values ($1, 'tool', $3, $4, $2, $5)
@@ -247,10 +249,18 @@ with inserted as (
     select $1, $2, kind, path, bytes
     from unnest($10::text[], $11::text[], $12::int[]) as a(kind, path, bytes)
     on conflict (call_id, path) do nothing
+), finished as (
+    update orchestrator.tool_calls
+    set state = $6, result = $7, updated_at = now()
+    where call_id = $2 and session_id = $1
 )
-update orchestrator.tool_calls
-set state = $6, result = $7, updated_at = now()
-where call_id = $2 and session_id = $1;
+select call_id, session_id, agent, tool_name, arguments, executor, state, requires_approval,
+       reason, plan_id, step_id
+from orchestrator.tool_calls
+where session_id = $1 and call_id <> $2
+  and state not in ('completed', 'failed', 'cancelled', 'rejected', 'expired', 'timed_out')
+order by position
+limit 1;
 
 -- name: set_call_state
 update orchestrator.tool_calls
@@ -457,9 +467,12 @@ from no_flush left join moved m on true;
 -- name: end_turn
 -- The message is handled: the turn is idle, and the session moves to $2 when it may come
 -- from its current state ($3 lists the sources; null: no move). $4: the target is terminal:
--- the task is over and its pinned template versions are let go.
+-- the task is over and its pinned template versions are let go. $5, $6: tool-schema token
+-- counts (offered, all) of the message's model calls that were not counted yet.
 update orchestrator.sessions s
 set turn_state = 'idle',
+    tool_tokens_offered = tool_tokens_offered + $5,
+    tool_tokens_all = tool_tokens_all + $6,
     agent_versions = case when $4::bool then '{}'::jsonb else s.agent_versions end,
     clarifications_used = case when $4::bool then 0 else s.clarifications_used end,
     searches_used = case when $4::bool then 0 else s.searches_used end,
