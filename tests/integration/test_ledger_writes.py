@@ -148,3 +148,22 @@ async def test_the_next_open_call_is_read_again_after_a_change_or_the_handling_e
     assert await ledger.next_open("again") is None
     await ledger.complete(calls[2], StoredMessage("tool", "Z"), "completed", None)
     assert await ledger.next_open("again") is None  # the last one: none is open
+
+
+async def test_a_turn_begun_without_a_running_plan_reads_none_until_a_plan_is_written(
+    pool: Pool,
+) -> None:
+    store, ledger = SessionStore(pool), Ledger(pool)
+    await store.attach("planless", "u1", "coder")
+    steps = [{"id": "s1", "desc": "look"}]
+    plan = Plan("plan-p", "planless", "req-p", "call-p", "architect", "look", steps, "running")
+    await ledger.create_plan(plan)  # awaiting approval
+    await ledger.save_plan(plan)  # approved: running
+    ledger.no_running_plan("planless")  # as a turn that began before the approval would say
+    assert await ledger.running_plan("planless") is None  # not read
+    await ledger.save_plan(plan)  # a plan written here: read again
+    running = await ledger.running_plan("planless")
+    assert running is not None and running.plan_id == "plan-p"
+    ledger.no_running_plan("planless")
+    ledger.forget("planless")  # the handling ended: read again
+    assert await ledger.running_plan("planless") is not None

@@ -71,12 +71,14 @@ class Ledger:
     A finished call's commit also reads the session's next open call; ``next_open`` answers
     with it until the session's calls change here (every change of them goes through this
     class) or ``forget`` is called at the end of the message being handled (another owner
-    may change them after that).
+    may change them after that). Likewise a session whose turn began without a running
+    plan (``no_running_plan``) has none until a plan is written here.
     """
 
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
         self._next_open: dict[str, LedgerCall | None] = {}
+        self._planless: set[str] = set()
 
     async def propose(self, answer: StoredMessage, calls: Sequence[LedgerCall]) -> list[LedgerCall]:
         """The model's ``answer`` that calls tools and its ``calls`` (one session, one
@@ -185,9 +187,15 @@ class Ledger:
             )
         self._next_open[sid] = _call(row) if row else None
 
+    def no_running_plan(self, session_id: str) -> None:
+        """The message being handled began with no plan of the session running."""
+        self._planless.add(session_id)
+
     def forget(self, session_id: str) -> None:
-        """The message being handled ended: the next open call is read again."""
+        """The message being handled ended: its next open call and running plan are read
+        again."""
         self._next_open.pop(session_id, None)
+        self._planless.discard(session_id)
 
     async def reviewed_patches(self, session_id: str) -> list[str]:
         """The patches kept in the session's latest patch reviews."""
@@ -196,6 +204,7 @@ class Ledger:
         return [r["patch"] for r in rows]
 
     async def create_plan(self, plan: Plan) -> None:
+        self._planless.discard(plan.session_id)
         async with db_errors("save plan", "DB_WRITE_ERROR"):
             await self.pool.execute(
                 QUERIES["create_plan"],
@@ -214,6 +223,8 @@ class Ledger:
         return _plan(row) if row else None
 
     async def running_plan(self, session_id: str) -> Plan | None:
+        if session_id in self._planless:
+            return None
         async with db_errors("read plan", "DB_READ_ERROR"):
             row = await self.pool.fetchrow(QUERIES["running_plan"], session_id)
         return _plan(row) if row else None
@@ -224,6 +235,7 @@ class Ledger:
         return [_plan(r) for r in rows]
 
     async def save_plan(self, plan: Plan) -> None:
+        self._planless.discard(plan.session_id)
         async with db_errors("update plan", "DB_WRITE_ERROR"):
             await self.pool.execute(
                 QUERIES["update_plan"], plan.plan_id, plan.status, plan.steps, plan.current_step

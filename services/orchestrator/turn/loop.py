@@ -195,6 +195,8 @@ class AgentLoop:
         self._rows[sid] = start.session
         self._parents[sid] = start.parent
         self._starts[sid] = start
+        if not start.running_plan:
+            self.ledger.no_running_plan(sid)
         if ahead is not None:
             self._ahead[sid] = ahead
 
