@@ -18,6 +18,7 @@ from services.orchestrator.state.store import (
     Repeated,
     RowChanges,
     SessionStore,
+    StoredMessage,
     SwitchRow,
     TurnStart,
     Unclaimed,
@@ -237,3 +238,24 @@ async def test_an_attach_returns_the_owner_and_usage_is_counted_for_it(pool: Poo
     )
     assert await limits.user_of("owned") == "u1"  # remembered: no read
     assert await limits.user_of("never-attached") == ""  # read: no such session
+
+
+async def test_a_model_calls_history_and_hand_over_are_one_read(pool: Pool) -> None:
+    store = SessionStore(pool)
+    assert await store.turn_context("nobody") == (
+        [],
+        {
+            "last_switch": None,
+            "last_error": None,
+            "files_modified": [],
+            "plan_steps": None,
+            "metadata": None,
+        },
+    )
+    await store.attach("read", "u1", "coder")
+    await store.set_context_metadata("read", {"user_preferences": "tabs"})
+    await store.add_message("read", StoredMessage("user", "hello"))
+    history, handover = await store.turn_context("read")
+    assert [(m.role, m.content) for m in history] == [("user", "hello")]
+    assert handover["metadata"] == {"user_preferences": "tabs"}
+    assert await store.context("read") == history

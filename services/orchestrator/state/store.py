@@ -267,9 +267,19 @@ class SessionStore:
     async def context(self, session_id: str) -> list[StoredMessage]:
         """What the model reads: the latest summary (role ``summary``, id 0) when there
         is one, then every message after the ones it covers."""
+        return (await self.turn_context(session_id))[0]
+
+    async def turn_context(self, session_id: str) -> tuple[list[StoredMessage], Mapping[str, Any]]:
+        """``context`` and, read by the same statement, the raw hand-over context (see
+        turn/handover.py)."""
         async with db_errors("read history", "DB_READ_ERROR"):
             rows = await self.pool.fetch(QUERIES["context"], session_id)
-        return [StoredMessage(**dict(r)) for r in rows]
+        messages = []
+        for row in rows[1:]:  # the first is the hand-over's
+            fields = dict(row)
+            del fields["handover"]
+            messages.append(StoredMessage(**fields))
+        return messages, rows[0]["handover"]
 
     async def add_summary(self, session_id: str, summary: Summary) -> None:
         async with db_errors("save summary", "DB_WRITE_ERROR"):

@@ -13,9 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.common.db import Pool, db_errors
 from services.orchestrator.agents.templates import AgentTemplate
-from services.orchestrator.state.store import QUERIES, SessionRow
+from services.orchestrator.state.store import SessionRow, SessionStore, StoredMessage
 
 ERROR_CHARS = 500
 
@@ -42,20 +41,25 @@ class SessionContext:
     metadata: Mapping[str, Any]
 
 
-async def read_context(pool: Pool, session_id: str) -> SessionContext:
-    """The session's hand-over context as Postgres has it (one round trip)."""
-    async with db_errors("read context", "DB_READ_ERROR"):
-        row = await pool.fetchrow(QUERIES["handover_context"], session_id)
-    if row is None:
-        return SessionContext({}, {})
-    metadata: dict[str, Any] = dict(row["metadata"] or {})
+def session_context(raw: Mapping[str, Any]) -> SessionContext:
+    """The hand-over context from what the store read beside the history."""
+    metadata: dict[str, Any] = dict(raw.get("metadata") or {})
     known = {
-        "last_error": (row["last_error"] or "")[:ERROR_CHARS],
-        "files_modified": row["files_modified"],
-        "pending_tasks": _pending(row["plan_steps"]),
+        "last_error": (raw.get("last_error") or "")[:ERROR_CHARS],
+        "files_modified": raw.get("files_modified"),
+        "pending_tasks": _pending(raw.get("plan_steps")),
     }
     metadata.update({key: value for key, value in known.items() if value})
-    return SessionContext(row["last_switch"] or {}, metadata)
+    return SessionContext(raw.get("last_switch") or {}, metadata)
+
+
+async def read_turn(
+    store: SessionStore, session_id: str
+) -> tuple[list[StoredMessage], SessionContext]:
+    """What a model call of the session reads, in one round trip: the history the model
+    reads and the hand-over context."""
+    history, raw = await store.turn_context(session_id)
+    return history, session_context(raw)
 
 
 def handover_for(context: SessionContext, agent: str) -> Handover:

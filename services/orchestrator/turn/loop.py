@@ -43,12 +43,7 @@ from services.orchestrator.turn.executors.local import LocalTools
 from services.orchestrator.turn.executors.plans import PlanRunner
 from services.orchestrator.turn.executors.system_tools import SystemTools
 from services.orchestrator.turn.file_rules import check_paths
-from services.orchestrator.turn.handover import (
-    Handover,
-    SessionContext,
-    handover_for,
-    read_context,
-)
+from services.orchestrator.turn.handover import Handover, SessionContext, handover_for, read_turn
 from services.orchestrator.turn.ledger import Ledger, LedgerCall
 from services.orchestrator.turn.model_step import ModelCall, ModelStep, TurnWrites
 from services.orchestrator.turn.port import Executor
@@ -76,6 +71,17 @@ class ReadAhead:
         for task in (self.history, self.context):
             if task is not None:
                 task.cancel()
+
+
+TurnRead = asyncio.Task[tuple[list[StoredMessage], SessionContext]]
+
+
+async def _history_of(read: TurnRead) -> list[StoredMessage]:
+    return (await read)[0]
+
+
+async def _context_of(read: TurnRead) -> SessionContext:
+    return (await read)[1]
 
 
 class Switch(NamedTuple):
@@ -183,11 +189,10 @@ class AgentLoop:
         return parent[0] if parent else sid
 
     def read_ahead(self, sid: str) -> ReadAhead:
-        """Start reading what a user message's first model call needs, beside its start."""
-        return ReadAhead(
-            background(self.store.context(sid)),
-            background(read_context(self.store.pool, sid)),
-        )
+        """Start reading what a user message's first model call needs, beside its start
+        (one statement; each half is taken on its own)."""
+        read = background(read_turn(self.store, sid))
+        return ReadAhead(background(_history_of(read)), background(_context_of(read)))
 
     def begin(self, sid: str, start: TurnStart, ahead: ReadAhead | None) -> None:
         """A message of ``sid`` is being handled; ``start`` is what its turn read and
@@ -382,8 +387,11 @@ class AgentLoop:
     ) -> str | list[LedgerCall]:
         """Ask the model; stream its text. Returns the answer, or the calls it proposed."""
         session = await self.session(sid)
-        history = first.history if first else await self.store.context(sid)
-        handover = self.background(self.handover(sid, template.name))
+        if first is not None:
+            history, context = first.history, None
+        else:
+            history, context = await read_turn(self.store, sid)
+        handover = self.background(self.handover(sid, template.name, context))
         return await self.step.run(
             ModelCall(
                 sid,
@@ -397,15 +405,19 @@ class AgentLoop:
             )
         )
 
-    async def handover(self, sid: str, agent: str) -> Handover:
-        """What ``agent`` is told of the session it serves; a switch of this message may
-        still be on its way to Postgres: the one in memory is the latest."""
-        ahead = self._ahead.get(sid)
-        if ahead is not None and ahead.context is not None:  # the first call's, read ahead
-            read, ahead.context = ahead.context, None
-            context = await read
-        else:
-            context = await read_context(self.store.pool, sid)
+    async def handover(
+        self, sid: str, agent: str, context: SessionContext | None = None
+    ) -> Handover:
+        """What ``agent`` is told of the session it serves (from ``context``, read with the
+        history, or read ahead); a switch of this message may still be on its way to
+        Postgres: the one in memory is the latest."""
+        if context is None:
+            ahead = self._ahead.get(sid)
+            if ahead is not None and ahead.context is not None:  # the first call's, read ahead
+                read, ahead.context = ahead.context, None
+                context = await read
+            else:
+                context = (await read_turn(self.store, sid))[1]
         handover = handover_for(context, agent)
         switched = self._switched.get(sid)
         if switched is not None and switched[1] == agent and switched[0] != agent:

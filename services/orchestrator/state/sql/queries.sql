@@ -81,9 +81,12 @@ where session_id = $1
 order by id;
 
 -- name: context
--- What the model reads: the latest summary (id 0, so it sorts first) and the messages
--- after the ones it covers. The budget check sums `tokens` (and `reasoning_tokens` for a
--- template that sends reasoning back): nothing is re-counted.
+-- What a model call reads, in one round trip. First (id -1, role 'handover') the hand-over
+-- context the agent now serving the session is told (seed 000), in `handover`: the last
+-- switch, the latest failed call among the last five, the files written, the running plan's
+-- steps and the client's metadata. Then the latest summary (id 0) and the messages after
+-- the ones it covers. The budget check sums `tokens` (and `reasoning_tokens` for a template
+-- that sends reasoning back): nothing is re-counted.
 with summary as (
     select covers_from, covers_to, messages, content, tokens, created_at
     from orchestrator.summaries
@@ -91,13 +94,38 @@ with summary as (
     order by id desc
     limit 1
 )
-select 0::bigint as id, 'summary' as role, content, null::text as name,
-       null::jsonb as tool_calls, null::text as tool_call_id, created_at, tokens,
-       null::text as reasoning, 0 as reasoning_tokens, covers_from, messages as covered
+select -1::bigint as id, 'handover' as role, '' as content, null::text as name,
+       null::jsonb as tool_calls, null::text as tool_call_id, now() as created_at, 0 as tokens,
+       null::text as reasoning, 0 as reasoning_tokens, null::bigint as covers_from,
+       0 as covered,
+       jsonb_build_object(
+           'last_switch',
+           (select jsonb_build_object('from_agent', w.from_agent, 'to_agent', w.to_agent,
+                                      'reason', w.reason)
+            from orchestrator.agent_switches w where w.session_id = $1
+            order by w.id desc limit 1),
+           'last_error',
+           (select r.result ->> 'content'
+            from (select c.state, c.result from orchestrator.tool_calls c
+                  where c.session_id = $1 order by c.position desc limit 5) r
+            where r.state = 'failed' limit 1),
+           'files_modified',
+           (select coalesce(jsonb_agg(a.path order by a.path), '[]'::jsonb)
+            from (select distinct path from orchestrator.artifacts where session_id = $1) a),
+           'plan_steps',
+           (select p.steps from orchestrator.plans p
+            where p.session_id = $1 and p.status = 'running'
+            order by p.created_at desc limit 1),
+           'metadata',
+           (select s.context_metadata from orchestrator.sessions s where s.session_id = $1)
+       ) as handover
+union all
+select 0::bigint, 'summary', content, null::text, null::jsonb, null::text, created_at, tokens,
+       null::text, 0, covers_from, messages, null::jsonb
 from summary
 union all
 select id, role, content, name, tool_calls, tool_call_id, created_at, tokens, reasoning,
-       reasoning_tokens, null::bigint, 0
+       reasoning_tokens, null::bigint, 0, null::jsonb
 from orchestrator.messages
 where session_id = $1 and id > coalesce((select covers_to from summary), 0)
 order by id;
@@ -497,27 +525,6 @@ limit 20;
 update orchestrator.sessions
 set context_metadata = context_metadata || $2::jsonb
 where session_id = $1;
-
--- name: handover_context
--- What an agent that takes over a session is told (seed 000's context hand-over): the
--- last switch, the latest failed call among the last five, the files written, the
--- running plan's steps and the client's metadata. One round trip.
-select
-    (select jsonb_build_object('from_agent', w.from_agent, 'to_agent', w.to_agent,
-                               'reason', w.reason)
-     from orchestrator.agent_switches w where w.session_id = $1
-     order by w.id desc limit 1) as last_switch,
-    (select r.result ->> 'content'
-     from (select c.state, c.result from orchestrator.tool_calls c where c.session_id = $1
-           order by c.position desc limit 5) r
-     where r.state = 'failed' limit 1) as last_error,
-    (select coalesce(jsonb_agg(a.path order by a.path), '[]'::jsonb)
-     from (select distinct path from orchestrator.artifacts where session_id = $1) a)
-        as files_modified,
-    (select p.steps from orchestrator.plans p where p.session_id = $1 and p.status = 'running'
-     order by p.created_at desc limit 1) as plan_steps,
-    (select s.context_metadata from orchestrator.sessions s where s.session_id = $1)
-        as metadata;
 
 -- name: spend_budget
 -- One more clarification ($2) or search ($3) of the session's task.
