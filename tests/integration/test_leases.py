@@ -51,9 +51,19 @@ async def eventually(check: Callable[[], bool]) -> None:
     await until(holds)
 
 
-async def held_by_the_mesh(other: Ownership, sid: str) -> None:
+async def held_by_the_mesh(mesh: Mesh, sid: str) -> None:
+    """Until someone holds the session's lease, looked up in pg_locks (a probe that takes
+    the lock itself would race the take it waits for)."""
+
     async def taken() -> bool:
-        return not await free(other, sid)
+        return bool(
+            await mesh.pool.fetchval(
+                "select exists (select 1 from pg_locks where locktype = 'advisory' and granted"
+                " and objsubid = 1"
+                " and ((classid::bigint << 32) | objid::bigint) = hashtextextended($1, 7))",
+                sid,
+            )
+        )
 
     await until(taken)
 
@@ -159,7 +169,8 @@ async def test_a_stream_takes_its_session_at_attach_and_lets_go_when_it_ends(
     mesh: Mesh, other: Ownership
 ) -> None:
     stream = await mesh.client.open_stream("attached", user_id="u1", title="t")
-    await held_by_the_mesh(other, "attached")
+    await held_by_the_mesh(mesh, "attached")
+    assert not await free(other, "attached")
     stream.close()
     await let_go(other, "attached")
 
