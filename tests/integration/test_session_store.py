@@ -23,6 +23,7 @@ from services.orchestrator.state.store import (
     TurnStart,
     Unclaimed,
 )
+from services.orchestrator.turn.ledger import Ledger, LedgerCall
 
 
 async def test_an_attach_waiting_on_a_concurrent_creation_sees_the_session(
@@ -259,3 +260,22 @@ async def test_a_model_calls_history_and_hand_over_are_one_read(pool: Pool) -> N
     assert [(m.role, m.content) for m in history] == [("user", "hello")]
     assert handover["metadata"] == {"user_preferences": "tabs"}
     assert await store.context("read") == history
+
+
+async def test_a_tool_results_turn_start_reads_the_call_it_answers(pool: Pool) -> None:
+    store, ledger = SessionStore(pool), Ledger(pool)
+    await store.attach("parent", "u1", "coder")
+    await store.create_child("parent.call-d", "u1", "coder", "parent", "call-d")
+    for sid, call_id in (("parent", "call-p"), ("parent.call-d", "call-c")):
+        call = LedgerCall(call_id, sid, "coder", "read_file", {"path": "a.py"}, "ide", "proposed")
+        asked = [{"id": call_id, "name": "read_file", "arguments": '{"path": "a.py"}'}]
+        await ledger.propose(StoredMessage("assistant", "", tool_calls=asked), [call])
+        await ledger.set_state(call, "dispatched", arguments={"path": "a.py"})
+    for call_id in ("call-p", "call-c", "call-unknown"):  # its own, a delegate's, none
+        start = await store.begin_turn("parent", None, [], None, call_id)
+        assert isinstance(start, TurnStart) and start.call_id == call_id
+        found = await ledger.find("parent", call_id)
+        assert (None if start.call is None else LedgerCall(**start.call)) == found
+        assert (found is None) == (call_id == "call-unknown")
+    start = await store.begin_turn("parent", None, [])
+    assert isinstance(start, TurnStart) and (start.call_id, start.call) == (None, None)

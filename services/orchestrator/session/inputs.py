@@ -205,7 +205,11 @@ class Inputs:
             await self.loop.emit(sid, events.done("completed"))
 
     async def tool_result(self, sid: str, result: pb.ToolResult, user_id: str = "") -> None:
-        call = await self.loop.ledger.find(sid, result.call_id)
+        start = self.loop.start_of(sid)
+        if start is not None and start.call_id == result.call_id:  # read by the turn's start
+            call = None if start.call is None else LedgerCall(**start.call)
+        else:
+            call = await self.loop.ledger.find(sid, result.call_id)
         if call is None:
             await self.fail(
                 sid, "TOOL_CALL_NOT_FOUND", f"no tool call {result.call_id}", result.call_id

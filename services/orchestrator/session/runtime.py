@@ -60,6 +60,13 @@ def _details(raw: str) -> dict[str, Any] | None:
     return parsed if isinstance(parsed, dict) else None
 
 
+def _answered_call(item: Item) -> str | None:
+    """The call a tool result answers (read with the turn's start)."""
+    if isinstance(item, pb.ClientMessage) and item.HasField("tool_result"):
+        return item.tool_result.call_id
+    return None
+
+
 _PLAN_DECISIONS = {
     pb.DECISION_APPROVE: "approve",
     pb.DECISION_REJECT: "reject",
@@ -370,6 +377,7 @@ class Runtime:
                 research.value if self._starts_task(item) else None,
                 [state.value for state in sources_of(research)],
                 claim,
+                _answered_call(item),
             )
         finally:
             # No await between this and the live mark below: a repeat sees the id either

@@ -52,6 +52,10 @@ class TurnStart:
     running_plan: bool
     parent: tuple[str, str] | None
     """(parent session, parent call) of a delegate's session."""
+    call_id: str | None = None
+    """The call a tool result answers, looked up by the same statement: ``call``, its row
+    as the ledger reads it (None: no such call in the session or its delegates)."""
+    call: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,10 +347,12 @@ class SessionStore:
         move_to: str | None,
         sources: Sequence[str],
         claim: Unclaimed | None = None,
+        call_id: str | None = None,
     ) -> TurnStart | Repeated:
         """Mark the turn running (and move the session to ``move_to`` when one of
         ``sources`` allows it), reading what the turn needs, in one round trip. ``claim``:
-        the message's id is claimed in the same statement, and a repeat begins nothing."""
+        the message's id is claimed in the same statement, and a repeat begins nothing;
+        ``call_id``: the call a tool result answers, read too."""
         cid, kind, live = (claim.client_id, claim.kind, claim.live) if claim else (None, "", False)
         async with db_errors("start turn", "DB_WRITE_ERROR"):
             row = await self.pool.fetchrow(
@@ -358,6 +364,7 @@ class SessionStore:
                 cid,
                 kind,
                 live,
+                call_id,
             )
         if not row["applies"]:
             return Repeated(row["earlier_seq"])
@@ -369,6 +376,8 @@ class SessionStore:
             row["open_calls"],
             row["running_plan"],
             (parent, row["parent_call_id"]) if parent else None,
+            call_id,
+            row["call"],
         )
 
     async def end_turn(

@@ -441,6 +441,7 @@ where session_id = $1 order by started_at;
 -- with kind $6; the turn begins only when this delivery is to be applied: it claimed the
 -- id, or an earlier claim never started and is not live in this process ($7: it is). Else
 -- nothing changes and the row says so (applies false, the earlier claim's first_seq).
+-- $8: the call a tool result answers (null: none), read as `find_call_in_tree` reads it.
 -- Committed without waiting for the WAL flush (synchronous_commit off for this statement's
 -- transaction only): nothing of the turn reaches a client before an event commits, and that
 -- commit flushes the WAL up to and including this one (see docs/decisions.md).
@@ -489,7 +490,16 @@ select (select yes from applies) as applies, (select first_seq from earlier) as 
        exists (
            select 1 from orchestrator.plans p
            where p.session_id = m.session_id and p.status = 'running'
-       ) as running_plan
+       ) as running_plan,
+       (select jsonb_build_object(
+                   'call_id', c.call_id, 'session_id', c.session_id, 'agent', c.agent,
+                   'tool_name', c.tool_name, 'arguments', c.arguments, 'executor', c.executor,
+                   'state', c.state, 'requires_approval', c.requires_approval,
+                   'reason', c.reason, 'plan_id', c.plan_id, 'step_id', c.step_id)
+        from orchestrator.tool_calls c
+        join orchestrator.sessions k on k.session_id = c.session_id
+        where $8::text is not null and c.call_id = $8
+          and (c.session_id = $1 or k.parent_session_id = $1)) as call
 from no_flush left join moved m on true;
 
 -- name: end_turn
