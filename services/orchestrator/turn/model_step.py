@@ -95,7 +95,7 @@ class ModelStep:
         llm: LlmClient,
         toolbox: Toolbox,
         context: ContextKeeper,
-        count_later: Callable[[str, int, int], bool] = lambda sid, offered, everything: False,
+        count_later: Callable[[str, int, int], bool],
     ) -> None:
         self.store = store
         self.ledger = ledger
