@@ -14,6 +14,7 @@ from services.toolsearch.directory import MAX_ENTRIES, search_directory
 from services.toolsearch.embedder import Embedder
 from services.toolsearch.errors import InvalidSearch, InvalidTool
 from services.toolsearch.indexing import Indexer
+from services.toolsearch.listing import Listing
 from services.toolsearch.retrieval import Mode, SearchEngine, SearchRequest
 from services.toolsearch.store import ToolStore
 
@@ -108,6 +109,7 @@ class ToolSearchServicer(pb_grpc.ToolSearchServicer):
         self.indexer = indexer
         self.embedder = embedder
         self.lexical_weight = lexical_weight
+        self.listing = Listing(store)
 
     async def SearchDirectory(
         self, request: pb.DirectorySearchRequest, context: aio.ServicerContext[Any, Any]
@@ -153,8 +155,7 @@ class ToolSearchServicer(pb_grpc.ToolSearchServicer):
     async def ListTools(
         self, request: pb.ListToolsRequest, context: aio.ServicerContext[Any, Any]
     ) -> pb.ListToolsResponse:
-        tools = await self.store.list_tools(list(request.names))
-        return pb.ListToolsResponse(tools=[tool_to_proto(t) for t in tools])
+        return await self.listing.tools(request.names)
 
     async def SearchTools(
         self, request: pb.SearchToolsRequest, context: aio.ServicerContext[Any, Any]

@@ -6,9 +6,10 @@ asyncpg errors become DatabaseError here; nothing above this module sees asyncpg
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Container, Sequence
+from collections.abc import AsyncIterator, Container, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 import asyncpg
 import numpy as np
@@ -206,12 +207,14 @@ class ToolStore:
                 f"cannot read the catalog: {error}", code="DB_READ_ERROR"
             ) from error
 
-    async def list_tools(self, names: Sequence[str]) -> list[Tool]:
+    async def listed(self, names: Sequence[str]) -> list[Mapping[str, Any]]:
+        """The current active tools of ``names`` (none: all), by name, as rows of the
+        ToolSpec message's fields (``parameters_json`` the stored JSON's text)."""
         try:
             rows = await self.pool.fetch(QUERIES["list_tools"], list(names))
         except DB_ERRORS as error:
             raise DatabaseError(f"cannot list tools: {error}", code="DB_READ_ERROR") from error
-        return [_tool(r) for r in rows]
+        return cast("list[Mapping[str, Any]]", rows)
 
     async def stale_embeddings(self, model: str) -> list[Tool]:
         """Current versions not embedded by ``model``."""

@@ -26,6 +26,7 @@ from services.toolsearch.indexing import Indexer
 from services.toolsearch.retrieval import SearchEngine
 from services.toolsearch.store import ToolStore
 from tests.support.mesh import Mesh
+from tests.support.runtime import until
 
 KEY = "tool-search-test-key"
 if TYPE_CHECKING:  # the async stub type exists only in the generated .pyi
@@ -210,6 +211,40 @@ async def test_deprecated_and_inactive_tools(stub: Stub) -> None:
     assert "old_weather" in found and "gone_weather" not in found
     listed = await stub.ListTools(pb.ListToolsRequest(names=["old_weather", "gone_weather"]))
     assert [t.name for t in listed.tools] == ["old_weather"]
+
+
+async def test_a_listing_is_kept_until_the_catalog_version_moves(stub: Stub, pool: Pool) -> None:
+    await stub.UpsertTools(pb.UpsertToolsRequest(tools=[tool("weather_now", "Weather now.")]))
+    listed = await stub.ListTools(pb.ListToolsRequest())
+    assert [t.name for t in listed.tools] == sorted(t.name for t in listed.tools)
+    spec = next(t for t in listed.tools if t.name == "weather_now")
+    assert json.loads(spec.parameters_json) == json.loads(tool("x", "x").parameters_json)
+    assert (spec.version, spec.description, spec.risk, spec.active) == (
+        1,
+        "Weather now.",
+        "low",
+        True,
+    )
+    # A row changed without moving the catalog version: the kept answer is listed.
+    await pool.execute(
+        "update toolsearch.tools set description = 'Changed.' where name = 'weather_now'"
+    )
+    named = pb.ListToolsRequest(names=["weather_now", "read_file"])
+    assert [t.name for t in (await stub.ListTools(named)).tools] == ["read_file", "weather_now"]
+    assert (await stub.ListTools(named)).tools[1].description == "Weather now."
+    assert await stub.ListTools(pb.ListToolsRequest()) == listed
+    # Another writer moves the version (as every write does): the next listing reads again.
+    await pool.fetchval(
+        "with bumped as (update toolsearch.catalog_state set version = version + 1"
+        " returning version) select pg_notify('toolsearch_catalog', version::text) from bumped"
+    )
+
+    async def relisted() -> bool:
+        reply = await stub.ListTools(pb.ListToolsRequest())
+        return "Changed." in [t.description for t in reply.tools]
+
+    await until(relisted)
+    assert (await stub.ListTools(named)).tools[1].description == "Changed."
 
 
 async def test_a_repeated_search_is_served_from_the_session_cache(stub: Stub) -> None:

@@ -37,8 +37,9 @@ from toolsearch.tools
 where is_current and active and name = any($1::text[]);
 
 -- name: list_tools
-select name, version, description, parameters, executor, tags, active, type, category,
-       long_description, risk, deprecated, timeout_seconds, remote_endpoint
+-- The parameters as their JSON text: a listing passes them on as they are (listing.py).
+select name, version, description, parameters::text as parameters_json, executor, tags, active,
+       type, category, long_description, risk, deprecated, timeout_seconds, remote_endpoint
 from toolsearch.tools
 where is_current and active and (cardinality($1::text[]) = 0 or name = any($1))
 order by name;
