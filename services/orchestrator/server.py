@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from typing import cast
 
 import httpx
@@ -110,7 +111,7 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         llm,
         agents,
         Toolbox(
-            lambda: load_catalog(toolsearch),
+            functools.partial(load_catalog, toolsearch, {}),
             agents.all,
             tool_searcher(toolsearch),
             catalog_version(toolsearch),

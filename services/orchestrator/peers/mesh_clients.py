@@ -18,7 +18,7 @@ from codelab.v1 import common_pb2, hitl_pb2, hitl_pb2_grpc, toolsearch_pb2, tool
 from services.common.channels import error_code
 from services.common.errors import ErrorKind
 from services.orchestrator.errors import MeshCallFailed
-from services.orchestrator.turn.toolbox import ToolSpec, catalog_from_json
+from services.orchestrator.turn.toolbox import CatalogRow, ToolSpec, catalog_from_json
 
 T = TypeVar("T")
 
@@ -210,9 +210,12 @@ class HitlClient:
         await call(lambda: self.stub.RecordAudit(entry))
 
 
-async def load_catalog(stub: toolsearch_pb2_grpc.ToolSearchAsyncStub) -> list[ToolSpec]:
+async def load_catalog(
+    stub: toolsearch_pb2_grpc.ToolSearchAsyncStub, known: dict[CatalogRow, ToolSpec]
+) -> list[ToolSpec]:
+    """The whole catalog; ``known`` holds the specs of the last load (see catalog_from_json)."""
     reply = await call(lambda: stub.ListTools(toolsearch_pb2.ListToolsRequest()))
-    return catalog_from_json(
+    return await catalog_from_json(
         [
             (
                 t.name,
@@ -224,7 +227,8 @@ async def load_catalog(stub: toolsearch_pb2_grpc.ToolSearchAsyncStub) -> list[To
                 t.remote_endpoint,
             )
             for t in reply.tools
-        ]
+        ],
+        known,
     )
 
 

@@ -17,6 +17,7 @@ from services.orchestrator.turn.toolbox import (
     AGENT_SEARCH,
     SWITCH_AGENT,
     TOOL_SEARCH,
+    CatalogRow,
     Toolbox,
     ToolSpec,
     catalog_from_json,
@@ -229,18 +230,42 @@ def test_schema_tokens_are_a_quarter_of_the_definitions_length() -> None:
     assert tools[0].prompt_tokens > 8  # two message overheads and the schema's pieces
 
 
-def test_catalog_rows_become_specs() -> None:
+async def test_catalog_rows_become_specs() -> None:
     rows = [
         ("read_file", "reads", '{"type": "object", "required": ["path"]}', "ide", 30, "", ""),
         ("now", "time", "", "local", 0, "low", ""),
         ("calc.sum", "adds", "{}", "remote", 0, "medium", "https://calc.internal/sum"),
     ]
-    read, now, remote = catalog_from_json(rows)
+    read, now, remote = await catalog_from_json(rows)
     assert read == ToolSpec(
         "read_file", "reads", {"type": "object", "required": ["path"]}, "ide", 30
     )
     assert (now.parameters, now.executor, now.timeout_seconds) == ({}, "local", 0)
     assert (remote.risk, remote.remote_endpoint) == ("medium", "https://calc.internal/sum")
+
+
+async def test_a_reload_keeps_the_specs_of_unchanged_rows_and_lets_the_loop_run() -> None:
+    schema = '{"type": "object"}'
+    rows = [(f"tool_{i:04}", "does", schema, "ide", 0, "low", "") for i in range(1200)]
+    known: dict[CatalogRow, ToolSpec] = {}
+    first = await catalog_from_json(rows, known)
+    assert first[7].prompt_tokens  # counted once, kept with the spec
+    rows[7] = ("tool_0007", "does more", schema, "ide", 0, "low", "")
+    built = False
+    seen: list[bool] = []
+
+    async def other() -> None:
+        seen.append(built)
+
+    task = asyncio.create_task(other())
+    second = await catalog_from_json(rows, known)
+    built = True
+    await task
+    assert seen == [False]  # it ran while the specs were made
+    assert [t.name for t in second] == [t.name for t in first]
+    assert second[0] is first[0] and second[-1] is first[-1]
+    assert second[7] is not first[7] and second[7].description == "does more"
+    assert set(known) == set(rows)  # the row that changed is forgotten
 
 
 async def test_the_catalog_is_followed_beside_the_turns_not_on_their_path() -> None:
