@@ -149,13 +149,18 @@ async def resume(mesh: BenchMesh, upstream: Upstream, messages: int) -> list[Fig
         await upstream.enqueue([ttft_scenario()])
         ide = await connect_ide(mesh.gateway, session_id)
         try:
-            turn = await streamed_turn(ide, f"{TTFT_MARKER} resumed", "coder")
+            turns = [
+                await streamed_turn(ide, f"{TTFT_MARKER} resumed {n}", "coder")
+                for n in range(REPEATS)
+            ]
         finally:
             await ide.close()
     finally:
         await client.close()
     count = len(history.messages)
-    first = turn.first_token_s * 1000 if turn.first_token_s is not None else float("nan")
+    firsts = [t.first_token_s * 1000 for t in turns if t.first_token_s is not None]
+    first = statistics.median(firsts) if firsts else float("nan")
+    error = next((t.error for t in turns if t.error), None)
     return [
         Figure(
             SECTION,
@@ -174,10 +179,10 @@ async def resume(mesh: BenchMesh, upstream: Upstream, messages: int) -> list[Fig
         ),
         Figure(
             SECTION,
-            f"first token of the next turn ({count:,}-message history)",
-            num(first) + (f", error: {turn.error}" if turn.error else ""),
+            f"first token of the next turn ({count:,}-message history), median of {REPEATS}",
+            num(first) + (f", error: {error}" if error else ""),
             "ms",
-            {"error": turn.error},
+            {"samples": firsts, "error": error},
             "<= 50 ms",
         ),
     ]
