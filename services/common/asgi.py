@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 import uvicorn
 
+from services.common.ws_writes import CoalescedWebSocketProtocol
+
 STARTUP_TIMEOUT_S = 10.0
 SHUTDOWN_TIMEOUT_S = 5.0
 
@@ -31,9 +33,14 @@ def bind_free_port(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
 
 # Per-message deflate costs CPU on both ends for every frame, and an IDE's frames are
 # small JSON events (most one token) on a local or low-latency link: off.
-UVICORN_OPTIONS: dict[str, Any] = {"ws_per_message_deflate": False, "http": "httptools"}
+UVICORN_OPTIONS: dict[str, Any] = {
+    "ws_per_message_deflate": False,
+    "http": "httptools",
+    "ws": CoalescedWebSocketProtocol,
+}
 """Every uvicorn server of the mesh: HTTP parsed by httptools (C) rather than h11, which
-profiled as most of the gateway's own time per SSE request (docs/decisions.md)."""
+profiled as most of the gateway's own time per SSE request (docs/decisions.md); the frames
+of one loop turn written together (ws_writes.py)."""
 
 
 @contextlib.asynccontextmanager

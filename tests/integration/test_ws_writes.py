@@ -1,0 +1,97 @@
+"""The frames a WebSocket sends in one loop turn leave in one socket write; each is still
+its own message, in order, and a close still follows the last of them."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+import websockets
+from starlette.applications import Starlette
+from starlette.routing import WebSocketRoute
+from starlette.websockets import WebSocket
+
+from services.common.asgi import running_asgi
+from services.common.ws_writes import CoalescedWrites
+
+
+class Recorded:
+    """A transport that records its writes."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = False
+        self.aborted = False
+
+    def write(self, data: bytes) -> None:
+        assert not self.closed
+        self.writes.append(data)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def abort(self) -> None:
+        self.aborted = self.closed = True
+
+    def get_extra_info(self, name: str) -> Any:
+        return f"info:{name}"
+
+
+async def test_writes_of_one_turn_are_one_write_and_a_close_writes_them_first() -> None:
+    recorded = Recorded()
+    writes = CoalescedWrites(recorded, asyncio.get_running_loop())  # type: ignore[arg-type]
+    writes.write(b"a")
+    writes.write(bytearray(b"b"))
+    assert recorded.writes == []  # not before the loop's next turn
+    await asyncio.sleep(0)
+    assert recorded.writes == [b"ab"]
+    writes.write(b"c")
+    writes.write(b"d")
+    writes.close()
+    assert recorded.writes == [b"ab", b"cd"] and recorded.closed
+    await asyncio.sleep(0)  # the flush scheduled for "c" finds nothing left
+    assert recorded.writes == [b"ab", b"cd"]
+    assert writes.get_extra_info("peername") == "info:peername"
+
+
+async def test_nothing_is_written_after_an_abort_or_once_the_transport_closes() -> None:
+    recorded = Recorded()
+    writes = CoalescedWrites(recorded, asyncio.get_running_loop())  # type: ignore[arg-type]
+    writes.write(b"lost")
+    writes.abort()
+    await asyncio.sleep(0)
+    assert recorded.writes == [] and recorded.aborted
+    closing = Recorded()
+    writes = CoalescedWrites(closing, asyncio.get_running_loop())  # type: ignore[arg-type]
+    writes.write(b"late")
+    closing.closed = True  # the peer went away meanwhile
+    await asyncio.sleep(0)
+    assert closing.writes == []
+
+
+async def burst(websocket: WebSocket) -> None:
+    await websocket.accept()
+    count = int(await websocket.receive_text())
+    for n in range(count):  # all in one turn of the loop
+        await websocket.send_text(f"frame {n}")
+    await websocket.close(code=4001, reason="done")
+
+
+async def test_a_burst_of_frames_arrives_whole_in_order_then_the_close() -> None:
+    app = Starlette(routes=[WebSocketRoute("/burst", burst)])
+    async with (
+        running_asgi(app) as port,
+        websockets.connect(f"ws://127.0.0.1:{port}/burst") as ws,
+    ):
+        await ws.send("500")
+        got: list[str | bytes] = []
+        with pytest.raises(websockets.ConnectionClosed) as closed:
+            while True:
+                got.append(await ws.recv())
+    assert closed.value.rcvd is not None
+    assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (4001, "done")
+    assert got == [f"frame {n}" for n in range(500)]
