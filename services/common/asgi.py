@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 import uvicorn
 
-from services.common.ws_writes import CoalescedWebSocketProtocol
+from services.common.socket_writes import CoalescedHttpProtocol, CoalescedWebSocketProtocol
 
 STARTUP_TIMEOUT_S = 10.0
 SHUTDOWN_TIMEOUT_S = 5.0
@@ -35,12 +35,12 @@ def bind_free_port(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
 # small JSON events (most one token) on a local or low-latency link: off.
 UVICORN_OPTIONS: dict[str, Any] = {
     "ws_per_message_deflate": False,
-    "http": "httptools",
+    "http": CoalescedHttpProtocol,
     "ws": CoalescedWebSocketProtocol,
 }
 """Every uvicorn server of the mesh: HTTP parsed by httptools (C) rather than h11, which
-profiled as most of the gateway's own time per SSE request (docs/decisions.md); the frames
-of one loop turn written together (ws_writes.py)."""
+profiled as most of the gateway's own time per SSE request (docs/decisions.md); what a
+connection sends in one loop turn written together (socket_writes.py)."""
 
 
 @contextlib.asynccontextmanager

@@ -1,13 +1,15 @@
-"""WebSocket frames sent in one turn of the event loop leave in one socket write.
+"""What a connection sends in one turn of the event loop leaves in one socket write.
 
-uvicorn's WebSocket protocol writes each ASGI ``websocket.send`` to its transport at once,
-and uvloop makes each such write a ``send`` system call. A replay of 11,000 events is
+uvicorn's protocols write each ASGI ``websocket.send`` (and each ``http.response.body``, an
+SSE stream's every event) to their transport at once, and uvloop makes each such write a
+``send`` system call. A replay of 11,000 events is
 11,000 frames: py-spy put ~130 ms of the gateway's ~135 ms of CPU per replay in those
 writes, and the gateway was the replay's bottleneck. Here the writes of one loop turn are
 joined and written when the turn's ready callbacks have run (``call_soon``): a batch of
 events the orchestrator sent together becomes one write, and a lone frame waits only for
 the callbacks already ready. Order is kept (every write goes through the buffer) and a close
-writes what is buffered first.
+writes what is buffered first. The HTTP protocol joins its writes the same way (SSE replays
+and streams); a WebSocket upgraded from it keeps the HTTP side's joined transport.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 
@@ -52,9 +55,22 @@ class CoalescedWrites:
         return getattr(self._transport, name)
 
 
+def joined(transport: asyncio.BaseTransport, loop: asyncio.AbstractEventLoop) -> asyncio.Transport:
+    """``transport`` with its writes joined (once: an upgrade hands the joined one on)."""
+    if isinstance(transport, CoalescedWrites):
+        return cast(asyncio.Transport, transport)
+    return cast(asyncio.Transport, CoalescedWrites(cast(asyncio.Transport, transport), loop))
+
+
 class CoalescedWebSocketProtocol(WebSocketsSansIOProtocol):
     """uvicorn's sans-I/O WebSocket protocol over ``CoalescedWrites``."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        writes = CoalescedWrites(cast(asyncio.Transport, transport), self.loop)
-        super().connection_made(cast(asyncio.Transport, writes))
+        super().connection_made(joined(transport, self.loop))
+
+
+class CoalescedHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools HTTP protocol over ``CoalescedWrites``."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(joined(transport, self.loop))

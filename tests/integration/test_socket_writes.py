@@ -1,19 +1,24 @@
-"""The frames a WebSocket sends in one loop turn leave in one socket write; each is still
-its own message, in order, and a close still follows the last of them."""
+"""What a connection sends in one loop turn leaves in one socket write: a WebSocket's frames
+are still each its own message, in order, with the close after them; an HTTP response's
+chunks arrive whole, and the connection serves the next request."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import Any, cast
 
+import httpx
 import pytest
 import websockets
 from starlette.applications import Starlette
-from starlette.routing import WebSocketRoute
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from services.common.asgi import running_asgi
-from services.common.ws_writes import CoalescedWrites
+from services.common.socket_writes import CoalescedWrites, joined
 
 
 class Recorded:
@@ -56,6 +61,8 @@ async def test_writes_of_one_turn_are_one_write_and_a_close_writes_them_first() 
     await asyncio.sleep(0)  # the flush scheduled for "c" finds nothing left
     assert recorded.writes == [b"ab", b"cd"]
     assert writes.get_extra_info("peername") == "info:peername"
+    # A WebSocket upgraded from HTTP gets the HTTP side's joined transport, not a second one.
+    assert joined(writes, asyncio.get_running_loop()) is cast(Any, writes)  # type: ignore[arg-type]
 
 
 async def test_nothing_is_written_after_an_abort_or_once_the_transport_closes() -> None:
@@ -79,6 +86,29 @@ async def burst(websocket: WebSocket) -> None:
     for n in range(count):  # all in one turn of the loop
         await websocket.send_text(f"frame {n}")
     await websocket.close(code=4001, reason="done")
+
+
+async def chunks(request: Request) -> StreamingResponse:
+    count = int(request.query_params["count"])
+
+    async def body() -> AsyncIterator[str]:
+        for n in range(count):
+            yield f"data: {n}\n\n"
+
+    return StreamingResponse(body(), media_type="text/event-stream")
+
+
+async def test_a_streamed_response_arrives_whole_and_the_connection_serves_again() -> None:
+    app = Starlette(routes=[Route("/chunks", chunks), WebSocketRoute("/burst", burst)])
+    async with running_asgi(app) as port, httpx.AsyncClient() as http:
+        url = f"http://127.0.0.1:{port}/chunks"
+        for count in (500, 3):  # the second on the same kept-alive connection
+            async with http.stream("GET", url, params={"count": count}) as response:
+                lines = [line async for line in response.aiter_lines() if line]
+            assert lines == [f"data: {n}" for n in range(count)]
+        async with websockets.connect(f"ws://127.0.0.1:{port}/burst") as ws:
+            await ws.send("2")
+            assert [await ws.recv(), await ws.recv()] == ["frame 0", "frame 1"]
 
 
 async def test_a_burst_of_frames_arrives_whole_in_order_then_the_close() -> None:
