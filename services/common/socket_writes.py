@@ -2,9 +2,9 @@
 
 uvicorn's protocols write each ASGI ``websocket.send`` (and each ``http.response.body``, an
 SSE stream's every event) to their transport at once, and uvloop makes each such write a
-``send`` system call. A replay of 11,000 events is
-11,000 frames: py-spy put ~130 ms of the gateway's ~135 ms of CPU per replay in those
-writes, and the gateway was the replay's bottleneck. Here the writes of one loop turn are
+``send`` system call. A replay of 11,000 events is 11,000 frames: py-spy put ~130 ms of the
+gateway's ~135 ms of CPU per replay in those writes, and the gateway was the replay's
+bottleneck. Here the writes of one loop turn are
 joined and written when the turn's ready callbacks have run (``call_soon``): a batch of
 events the orchestrator sent together becomes one write, and a lone frame waits only for
 the callbacks already ready. Order is kept (every write goes through the buffer) and a close
