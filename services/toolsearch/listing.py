@@ -16,39 +16,20 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from codelab.v1 import toolsearch_pb2 as pb
+from services.common.slices import in_slices
 from services.toolsearch.store import ToolStore
 
 CHUNK = 250
 """Messages built between yields (~2 ms of the loop)."""
 
 
-def add_spec(response: pb.ListToolsResponse, row: Mapping[str, Any]) -> None:
-    response.tools.add(
-        name=row["name"],
-        version=row["version"],
-        description=row["description"],
-        parameters_json=row["parameters_json"],
-        executor=row["executor"],
-        tags=row["tags"],
-        active=row["active"],
-        type=row["type"],
-        category=row["category"],
-        long_description=row["long_description"],
-        risk=row["risk"],
-        deprecated=row["deprecated"],
-        timeout_seconds=row["timeout_seconds"],
-        remote_endpoint=row["remote_endpoint"],
-    )
-
-
 async def build(rows: Sequence[Mapping[str, Any]]) -> pb.ListToolsResponse:
-    """The answer listing ``rows``, letting the loop run between chunks."""
+    """The answer listing ``rows`` (their columns are ToolSpec's fields), letting the loop
+    run between chunks."""
     response = pb.ListToolsResponse()
-    for start in range(0, len(rows), CHUNK):
-        if start:
-            await asyncio.sleep(0)
-        for row in rows[start : start + CHUNK]:
-            add_spec(response, row)
+    async for chunk in in_slices(rows, CHUNK):
+        for row in chunk:
+            response.tools.add(**row)
     return response
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.common.errors import ServiceError
+from services.common.slices import in_slices
 from services.orchestrator.agents.templates import ALL_TOOLS, AgentTemplate
 from services.orchestrator.turn.tokens import MESSAGE_OVERHEAD, fixed_text_tokens
 
@@ -335,18 +336,15 @@ async def catalog_from_json(
     one's) keeps its spec, schema parsed and tokens counted; the rest are made ``CHUNK`` at
     a time with the loop let go between: a 10,000-tool catalog took ~50 ms of the loop to
     parse in one piece, and every version change loaded it again."""
-    kept = known if known is not None else {}
+    known = {} if known is None else known
     made: dict[CatalogRow, ToolSpec] = {}
-    for start in range(0, len(rows), CHUNK):
-        if start:
-            await asyncio.sleep(0)
-        for row in rows[start : start + CHUNK]:
-            spec = kept.get(row)
+    async for chunk in in_slices(rows, CHUNK):
+        for row in chunk:
+            spec = known.get(row)
             if spec is None:
                 n, d, p, e, t, r, u = row
                 spec = ToolSpec(n, d, json.loads(p or "{}"), e, t, r or "low", u)
             made[row] = spec
-    if known is not None:
-        known.clear()
-        known.update(made)
+    known.clear()
+    known.update(made)
     return list(made.values())
