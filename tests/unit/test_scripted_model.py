@@ -421,3 +421,29 @@ def test_chunks_are_due_on_a_schedule_from_the_streams_start() -> None:
     # The first chunk at once, the second after the first-token delay, then one per delay.
     due = [due_after(p, first_delay=0.5, delay=0.02) for p in range(5)]
     assert due == pytest.approx([0.0, 0.5, 0.52, 0.54, 0.56])
+
+
+async def test_a_schema_number_past_64_bits_is_counted_and_streamed(
+    client: openai.AsyncOpenAI,
+) -> None:
+    """The compact JSON writer refuses integers past 64 bits; the model does not."""
+    wide = json.loads(json.dumps(TOOLS))
+    wide[0]["function"]["parameters"]["properties"]["path"]["maxLength"] = 2**70
+    plain = await client.chat.completions.create(
+        model=MODEL,
+        messages=user("hi"),
+        tools=TOOLS,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    widened = await client.chat.completions.create(
+        model=MODEL,
+        messages=user("hi"),
+        tools=wide,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    plain_usage = [c.usage async for c in plain if c.usage][-1]
+    wide_usage = [c.usage async for c in widened if c.usage][-1]
+    # `"maxLength":<number>,`: three marks, the quotes twice, the name and the number.
+    assert wide_usage.prompt_tokens == plain_usage.prompt_tokens + 6

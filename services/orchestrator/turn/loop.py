@@ -42,6 +42,7 @@ from services.orchestrator.turn.executors.ide import IdeTools
 from services.orchestrator.turn.executors.local import LocalTools
 from services.orchestrator.turn.executors.plans import PlanRunner
 from services.orchestrator.turn.executors.system_tools import SystemTools
+from services.orchestrator.turn.families import FamilyMap
 from services.orchestrator.turn.file_rules import check_paths
 from services.orchestrator.turn.handover import Handover, SessionContext, handover_for, read_turn
 from services.orchestrator.turn.ledger import Ledger, LedgerCall
@@ -133,12 +134,12 @@ class AgentLoop:
         self._parents: dict[str, tuple[str, str] | None] = {}
         # Session rows read at a message's start (or first use), kept while it is handled:
         # the owner is the only writer of what the loop reads from them.
-        self._rows: dict[str, SessionRow] = {}
+        self._rows: FamilyMap[SessionRow] = FamilyMap()
         self._starts: dict[str, TurnStart] = {}
         self._counts: dict[str, tuple[int, int]] = {}
         """Tool token counts of model calls, written with their message's end."""
         # The last switch of the message being handled: (from, to, reason).
-        self._switched: dict[str, tuple[str, str, str]] = {}
+        self._switched: FamilyMap[tuple[str, str, str]] = FamilyMap()
         self._ahead: dict[str, ReadAhead] = {}
         # The status of the last `done` per session, for the session state machine.
         self._last_done: dict[str, str] = {}
@@ -218,13 +219,11 @@ class AgentLoop:
         """The message is handled: forget what was read for it (delegates' rows too).
         Returns the tool token counts kept for its end (``count_later``)."""
         self._starts.pop(sid, None)
-        for key in [k for k in self._switched if k == sid or k.startswith(sid + ".")]:
-            del self._switched[key]
+        self._switched.drop_family(sid)
         ahead = self._ahead.pop(sid, None)
         if ahead is not None:
             ahead.cancel()
-        for key in [k for k in self._rows if k == sid or k.startswith(sid + ".")]:
-            del self._rows[key]  # a delegate's session id is "<parent>.<call id>"
+        for key in self._rows.drop_family(sid):
             self.ledger.forget(key)
         self.ledger.forget(sid)
         return self._counts.pop(sid, (0, 0))
