@@ -416,6 +416,8 @@ class Runtime:
             counts = loop.end(sid)
         status = loop.take_last_done(sid)
         target = DONE_STATES.get(status)
+        if target is not None:
+            loop.turn_over(sid)
         await self.store.end_turn(
             sid,
             target.value if target else None,

@@ -130,8 +130,10 @@ class AgentLoop:
         self.agents = agents
         self.toolbox = toolbox
         self.hitl = hitl
-        self._budgets: dict[str, Budget] = {}
-        self._parents: dict[str, tuple[str, str] | None] = {}
+        # Kept while a session's message (parents) or turn (budgets) is handled: dropped
+        # with the delegates' at its end, or a long-lived process keeps one per session.
+        self._budgets: FamilyMap[Budget] = FamilyMap()
+        self._parents: FamilyMap[tuple[str, str] | None] = FamilyMap()
         # Session rows read at a message's start (or first use), kept while it is handled:
         # the owner is the only writer of what the loop reads from them.
         self._rows: FamilyMap[SessionRow] = FamilyMap()
@@ -220,6 +222,7 @@ class AgentLoop:
         Returns the tool token counts kept for its end (``count_later``)."""
         self._starts.pop(sid, None)
         self._switched.drop_family(sid)
+        self._parents.drop_family(sid)
         ahead = self._ahead.pop(sid, None)
         if ahead is not None:
             ahead.cancel()
@@ -243,6 +246,11 @@ class AgentLoop:
     def new_turn(self, sid: str) -> None:
         """A user's message starts a turn: its per-turn budget starts from zero."""
         self._budgets[sid] = Budget()
+
+    def turn_over(self, sid: str) -> None:
+        """The turn of ``sid`` ended (its ``done`` says so): its budget and its delegates'
+        go; the next user message starts a new one."""
+        self._budgets.drop_family(sid)
 
     def take_last_done(self, sid: str) -> str:
         """The status of the last ``done`` sent to ``sid`` since asked ("" when none)."""

@@ -199,3 +199,18 @@ async def test_a_finished_answer_is_the_task_end(rig: Rig) -> None:
     history = await rig.loop.store.history(SID)
     assert (history[-1].role, history[-1].content) == ("assistant", "Just an answer.")
     assert (await rig.events())[-1].done.status == "completed"
+
+
+async def test_nothing_of_a_finished_turn_stays_in_the_loop(rig: Rig) -> None:
+    """A long-lived orchestrator handles sessions without end: a message's end forgets its
+    rows and parents, a turn's end its budget (kept across the messages of a turn)."""
+    loop = rig.loop
+    loop.new_turn(SID)
+    rig.model.replies = [[Text("Just an answer."), END]]
+    await loop.advance(SID)
+    assert SID in loop._parents and SID in loop._budgets  # read and counted while handled
+    loop.end(SID)
+    assert SID not in loop._parents and SID not in loop._rows
+    assert loop._budgets[SID].iterations == 1  # the turn may go on with a tool result
+    loop.turn_over(SID)
+    assert SID not in loop._budgets
