@@ -17,6 +17,7 @@ def test_a_delegate_is_dropped_without_its_parent_or_siblings() -> None:
         rows[key] = key
     assert sorted(rows.drop_family("p.a")) == ["p.a", "p.a.x"]
     assert sorted(rows) == ["p", "p.b"]
+    assert rows._delegates == {"p": {"p.b"}}  # the index holds only what is kept
     assert rows.drop_family("p") == ["p", "p.b"]
     assert rows == {}
 

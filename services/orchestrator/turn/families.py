@@ -13,7 +13,8 @@ V = TypeVar("V")
 
 
 class FamilyMap(dict[str, V]):
-    """A dict keyed by session id that can drop a session with its delegates' keys."""
+    """A dict keyed by session id that can drop a session with its delegates' keys (items
+    are set with ``map[key] = value``, which indexes them)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -31,6 +32,7 @@ class FamilyMap(dict[str, V]):
         under = self._delegates.get(root, set())
         below = [key for key in under if key.startswith(sid + ".")]
         under.difference_update(below)
+        under.discard(sid)
         if not under:
             self._delegates.pop(root, None)
         return [key for key in (sid, *below) if self.pop(key, _MISSING) is not _MISSING]
