@@ -42,6 +42,7 @@ class Turns:
         self.gates: dict[str, asyncio.Event] = {}
         self.last_done: dict[str, str] = {}
         self.status = "completed"
+        self.turns_over: list[str] = []
 
     @staticmethod
     def background(work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
@@ -59,6 +60,9 @@ class Turns:
 
     def take_last_done(self, sid: str) -> str:
         return self.last_done.pop(sid, "")
+
+    def turn_over(self, sid: str) -> None:
+        self.turns_over.append(sid)
 
     async def done(self, sid: str, status: str, *before: pb.ServerEvent) -> None:
         for event in before:

@@ -53,6 +53,21 @@ async def test_a_turn_moves_the_session_by_how_it_ended(runtime: Runtime, pool: 
         return tuple(row) == ("WAITING_FOR_CLARIFICATION", "idle")
 
     await until(settled)
+    assert turns(runtime).turns_over == ["s1"]  # its budget goes with it (written before)
+
+
+async def test_a_turn_waiting_for_a_tool_result_keeps_its_budget(runtime: Runtime) -> None:
+    turns(runtime).status = "awaiting_tool_result"
+    await runtime.submit("s1", "u1", said("read a.py"))
+    await dones(runtime, "s1", 1)
+    turns(runtime).status = "completed"
+    await runtime.submit("s1", "u1", said("and b.py"))
+    await dones(runtime, "s1", 2)
+
+    async def one_turn_over() -> bool:
+        return turns(runtime).turns_over == ["s1"]  # only the turn that ended
+
+    await until(one_turn_over)
 
 
 async def test_a_cancel_interrupts_the_running_turn(runtime: Runtime) -> None:
