@@ -37,7 +37,7 @@ _MESSAGE_OVERHEAD = 3
 _ARGUMENT_FRAGMENTS = 6
 
 
-# Ids only need to be unique, not unguessable (a system source per character was a tenth
+# Ids only need to be unique, not unguessable (a system source per character was a twentieth
 # of the model's CPU under load).
 _IDS = random.Random()
 
