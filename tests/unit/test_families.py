@@ -30,3 +30,11 @@ def test_only_present_keys_are_reported_and_a_key_set_again_is_found() -> None:
     rows["q.d"] = 2
     assert rows.drop_family("q") == ["q.d"]
     assert rows.drop_family("q") == []
+
+
+def test_a_delegate_set_by_setdefault_goes_with_its_parent() -> None:
+    budgets: FamilyMap[list[int]] = FamilyMap()
+    budgets.setdefault("s.c1", []).append(1)
+    assert budgets.setdefault("s.c1", []) == [1]  # kept, not replaced
+    assert budgets.drop_family("s") == ["s.c1"]
+    assert budgets == {}

@@ -14,7 +14,7 @@ V = TypeVar("V")
 
 class FamilyMap(dict[str, V]):
     """A dict keyed by session id that can drop a session with its delegates' keys (items
-    are set with ``map[key] = value``, which indexes them)."""
+    are set with ``map[key] = value`` or ``setdefault``, which index them)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -25,6 +25,11 @@ class FamilyMap(dict[str, V]):
         if dot:
             self._delegates.setdefault(root, set()).add(key)
         super().__setitem__(key, value)
+
+    def setdefault(self, key: str, default: V) -> V:
+        if key not in self:
+            self[key] = default
+        return self[key]
 
     def drop_family(self, sid: str) -> list[str]:
         """Remove ``sid`` and every key under it; returns the keys that were present."""
