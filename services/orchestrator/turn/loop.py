@@ -226,9 +226,8 @@ class AgentLoop:
         ahead = self._ahead.pop(sid, None)
         if ahead is not None:
             ahead.cancel()
-        for key in self._rows.drop_family(sid):
+        for key in {sid, *self._rows.drop_family(sid)}:  # the session's, and its delegates'
             self.ledger.forget(key)
-        self.ledger.forget(sid)
         return self._counts.pop(sid, (0, 0))
 
     def start_of(self, sid: str) -> TurnStart | None:
