@@ -128,14 +128,20 @@ def current(processes: Mapping[str, list[int]]) -> dict[str, list[int]]:
     return found
 
 
+def resident(processes: Mapping[str, list[int]]) -> dict[str, int]:
+    """Every service's resident KiB now (the bench client's own included), without the
+    CPU times: what a memory sampler reads while the mesh is under load."""
+    rss = {name: memory_kib(name, pids) for name, pids in current(processes).items()}
+    rss["bench client"] = _status_kib(os.getpid(), "VmRSS")
+    return rss
+
+
 def snapshot(processes: Mapping[str, list[int]]) -> Snapshot:
     """Read every service's CPU time and memory now (the bench client's own included)."""
     processes = current(processes)
     cpu = {name: sum(cpu_seconds(p) for p in pids) for name, pids in processes.items()}
-    rss = {name: memory_kib(name, pids) for name, pids in processes.items()}
     cpu["bench client"] = sum(os.times()[:2])
-    rss["bench client"] = _status_kib(os.getpid(), "VmRSS")
-    return Snapshot(cpu, rss)
+    return Snapshot(cpu, resident(processes))
 
 
 def cpu_delta(before: Snapshot, after: Snapshot) -> dict[str, float]:

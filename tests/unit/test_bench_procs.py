@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from bench.procs import POSTGRES, cpu_delta, current, snapshot
+from bench.procs import POSTGRES, cpu_delta, current, resident, snapshot
 
 BURN = (
     "import time\nend = time.process_time() + 0.3\n"
@@ -44,3 +44,10 @@ def test_a_backend_started_later_is_listed_and_its_cpu_counted() -> None:
         parent.stdin.write("done\n")
         parent.stdin.close()
         parent.wait(10)
+
+
+def test_the_memory_sampler_reads_each_service_and_the_client() -> None:
+    listed = {"other": [os.getpid()]}
+    rss = resident(listed)
+    assert set(rss) == {"other", "bench client"}
+    assert rss["other"] > 0 and rss["bench client"] > 0
