@@ -66,7 +66,13 @@ class ToolSpec:
         return len(json.dumps(self.as_function()))
 
 
-def switch_agent_spec(targets: Sequence[str]) -> ToolSpec:
+SPECS_KEPT = 256
+"""Runtime-made specs kept per distinct input: a step asks for them every time, and a kept
+spec keeps its schema's JSON and token count (counted once, not at every model call)."""
+
+
+@functools.lru_cache(maxsize=SPECS_KEPT)
+def switch_agent_spec(targets: tuple[str, ...]) -> ToolSpec:
     return ToolSpec(
         name=SWITCH_AGENT,
         description="Hand the task over to another agent when it is better suited "
@@ -86,10 +92,15 @@ def switch_agent_spec(targets: Sequence[str]) -> ToolSpec:
 
 def agent_tool_spec(template: AgentTemplate) -> ToolSpec:
     """``agent.<name>``: hand a task to that agent in a child session, get its answer back."""
+    return _agent_tool_spec(template.name, template.description)
+
+
+@functools.lru_cache(maxsize=SPECS_KEPT)
+def _agent_tool_spec(name: str, description: str) -> ToolSpec:
     return ToolSpec(
-        name=AGENT_TOOL_PREFIX + template.name,
-        description=f"Delegate a self-contained task to the {template.name} agent "
-        f"({template.description}); its final answer comes back as this tool's result.",
+        name=AGENT_TOOL_PREFIX + name,
+        description=f"Delegate a self-contained task to the {name} agent "
+        f"({description}); its final answer comes back as this tool's result.",
         parameters={
             "type": "object",
             "properties": {
@@ -104,6 +115,7 @@ def agent_tool_spec(template: AgentTemplate) -> ToolSpec:
     )
 
 
+@functools.lru_cache(maxsize=SPECS_KEPT)
 def _search_spec(name: str, description: str) -> ToolSpec:
     """A system tool that takes a query and how many results to return."""
     return ToolSpec(

@@ -144,6 +144,20 @@ async def test_named_delegates_become_agent_tools_and_bring_agent_search() -> No
     assert delegate.parameters["required"] == ["task"]
 
 
+async def test_the_runtime_s_own_specs_are_made_once_not_at_every_step() -> None:
+    # A kept spec keeps its schema's JSON and token count: a step does not encode them again.
+    served = [template(n, "read_file", description=f"{n} v1") for n in ("coder", "ask")]
+    box = Toolbox(Catalog(*CATALOG), lambda: served)
+    lead = template("lead", "agent.*", handoff=["coder"], tool_policy={"mode": "retrieval"})
+    first, again = await box.offered(lead), await box.offered(lead)
+    assert names(first) == names(again)
+    assert all(a is b for a, b in zip(first, again, strict=True))
+    served[0] = template("coder", "read_file", description="coder v2")
+    changed = {t.name: t for t in await box.offered(lead)}
+    assert "coder v2" in changed["agent.coder"].description
+    assert changed["agent.ask"] is next(t for t in first if t.name == "agent.ask")
+
+
 async def test_agent_star_offers_every_other_served_agent_but_itself() -> None:
     served = [template(n, "read_file") for n in ("coder", "ask", "conductor")]
     box = Toolbox(Catalog(*CATALOG), lambda: served)
