@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from typing import Any
 
 import grpc
@@ -59,6 +60,31 @@ async def test_each_service_is_serving_and_reflects(real_mesh: MeshProcess, name
             listed = {s.name for s in reply.list_services_response.service}
             break
     assert SERVICES[name] in listed
+
+
+def blocking_unix_sockets(pid: int) -> list[int]:
+    """The process's unix-domain sockets left blocking (read from /proc)."""
+    with open("/proc/net/unix") as table:
+        unix = {line.split()[6] for line in list(table)[1:] if len(line.split()) > 6}
+    found = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            with open(f"/proc/{pid}/fdinfo/{fd}") as info:
+                flags = int(info.read().split("flags:")[1].split()[0], 8)
+        except OSError:  # closed meanwhile
+            continue
+        if target.startswith("socket:[") and target[8:-1] in unix and not flags & os.O_NONBLOCK:
+            found.append(int(fd))
+    return found
+
+
+@pytest.mark.parametrize("name", [*sorted(SERVICES), "gateway"])
+async def test_no_service_waits_on_grpc_s_wake_up_socket(real_mesh: MeshProcess, name: str) -> None:
+    # services/common/grpc_wakeups.py: the poller's end of grpc.aio's socketpair is made
+    # non-blocking when a service is built (before its heap is frozen out of gc's view).
+    (pid,) = real_mesh.pids(f"services.{name}")
+    assert blocking_unix_sockets(pid) == []
 
 
 async def test_websocket_turn_through_the_real_processes(real_mesh: MeshProcess) -> None:
