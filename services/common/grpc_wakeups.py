@@ -37,7 +37,8 @@ def unblock_wakeups() -> bool:
     build that wakes the loop another way): nothing changes then."""
     sockets = wake_sockets()
     if len(sockets) != 2:
-        log.info("grpc wake-up sockets not found", extra={"fields": {"found": len(sockets)}})
+        fields = {"found": len(sockets), "frozen": gc.get_freeze_count()}
+        log.info("grpc wake-up sockets not found", extra={"fields": fields})
         return False
     for end in sockets:
         end.setblocking(False)
