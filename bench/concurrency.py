@@ -103,6 +103,7 @@ async def _pass(
                 turns = await asyncio.gather(
                     *(_turn_at(ide, index * apart) for index, ide in enumerate(sockets))
                 )
+                memory.sample()  # every session still open
             finally:
                 await close_many(sockets)
         errors = refused + [t.error for t in turns if t.error]

@@ -159,11 +159,17 @@ class PeakMemory:
         self.peak: dict[str, int] = resident(processes)
         self._task: asyncio.Task[None] | None = None
 
+    def sample(self) -> None:
+        """Read every process once and keep the highs: also called by a level when all its
+        turns are done, so a level shorter than ``every`` is still sampled with its
+        sessions live."""
+        for name, kib in resident(self.processes).items():
+            self.peak[name] = max(self.peak.get(name, 0), kib)
+
     async def _run(self) -> None:
         while True:
             await asyncio.sleep(self.every)
-            for name, kib in resident(self.processes).items():
-                self.peak[name] = max(self.peak.get(name, 0), kib)
+            self.sample()
 
     async def __aenter__(self) -> PeakMemory:
         self._task = asyncio.create_task(self._run())

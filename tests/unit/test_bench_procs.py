@@ -8,6 +8,7 @@ import sys
 import time
 
 from bench.procs import POSTGRES, cpu_delta, current, resident, snapshot
+from bench.sessions import PeakMemory
 
 BURN = (
     "import time\nend = time.process_time() + 0.3\n"
@@ -51,3 +52,14 @@ def test_the_memory_sampler_reads_each_service_and_the_client() -> None:
     rss = resident(listed)
     assert set(rss) == {"other", "bench client"}
     assert rss["other"] > 0 and rss["bench client"] > 0
+
+
+async def test_a_level_s_own_sample_keeps_its_high_between_the_timed_ones() -> None:
+    memory = PeakMemory({"other": [os.getpid()]}, every=3600)  # the timer never fires here
+    before = memory.peak["other"]
+    async with memory:
+        ballast = bytearray(64 * 1024 * 1024)
+        ballast[::4096] = b"x" * len(range(0, len(ballast), 4096))  # every page resident
+        memory.sample()
+        del ballast
+    assert memory.peak["other"] - before >= 60 * 1024
