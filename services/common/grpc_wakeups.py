@@ -32,9 +32,10 @@ def wake_sockets() -> list[socket.socket]:
 
 def unblock_wakeups() -> bool:
     """Make both ends of grpc.aio's wake-up socketpair non-blocking (the loop's end is
-    already). Call it once a server or channel exists and before ``settle_heap``: frozen
-    objects are out of ``gc.get_objects``' reach. False when the pair is not found (a gRPC
-    build that wakes the loop another way): nothing changes then."""
+    already), once a server or channel exists and before the heap is frozen (frozen objects
+    are out of ``gc.get_objects``' reach): ``heap.settle_built_service`` does both in that
+    order. False when the pair is not found (a gRPC build that wakes the loop another way):
+    nothing changes then."""
     sockets = wake_sockets()
     if len(sockets) != 2:
         fields = {"found": len(sockets), "frozen": gc.get_freeze_count()}

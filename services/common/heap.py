@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gc
 
+from services.common.grpc_wakeups import unblock_wakeups
+
 THRESHOLDS = (20_000, 50, 100)
 """The collector's generation thresholds (CPython's are 700, 10, 10): a young collection
 every 20,000 allocations instead of 700, the older ones rarer still. Every event allocates
@@ -25,3 +27,11 @@ def settle_heap() -> None:
     gc.unfreeze()
     gc.collect()
     gc.freeze()
+
+
+def settle_built_service() -> None:
+    """A gRPC service or the gateway is built: grpc.aio's wake-ups unblocked while ``gc``
+    still sees grpc's queue (``grpc_wakeups``; a frozen object is out of its reach), then
+    the heap settled."""
+    unblock_wakeups()
+    settle_heap()

@@ -15,8 +15,7 @@ from typing import Any
 from services.common import tracing
 from services.common.db import Pool, create_pool
 from services.common.embedded_pg import resolve_database
-from services.common.grpc_wakeups import unblock_wakeups
-from services.common.heap import settle_heap
+from services.common.heap import settle_built_service
 from services.common.logs import configure_logging
 from services.common.metrics import serve_metrics
 from services.common.migrations import apply_migrations
@@ -49,8 +48,7 @@ async def run_service(
     try:
         await migrate(pool, migrations)
         server, port = await build(settings, pool, address)
-        unblock_wakeups()
-        settle_heap()
+        settle_built_service()
         metrics_port = serve_metrics(port, settings.metrics_port_offset, settings.metrics_host)
         log.info("serving", extra={"fields": {"port": port, "metrics_port": metrics_port}})
         await run_until_signal(server)

@@ -7,8 +7,7 @@ import uvicorn
 from clients.python import MeshClient
 from services.common import tracing
 from services.common.asgi import UVICORN_OPTIONS
-from services.common.grpc_wakeups import unblock_wakeups
-from services.common.heap import settle_heap
+from services.common.heap import settle_built_service
 from services.common.logs import configure_logging
 from services.common.settings import Settings
 from services.gateway.app import create_app
@@ -31,8 +30,7 @@ async def serve(settings: Settings) -> None:
         ssl_keyfile=settings.gateway_tls_key,
         **UVICORN_OPTIONS,
     )
-    unblock_wakeups()
-    settle_heap()
+    settle_built_service()
     # uvicorn handles SIGTERM/SIGINT: stop accepting, finish requests, run lifespan exit.
     try:
         await uvicorn.Server(config).serve()
