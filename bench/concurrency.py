@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 
-from bench.procs import resident
 from bench.report import Figure, first_error, num, spread
 from bench.sessions import PeakMemory, Turn, close_many, open_many, tool_turn
 from bench.upstream import Upstream
@@ -95,8 +94,8 @@ async def _pass(
         ids = [f"conc-{kind}-{sessions}-{i}" for i in range(sessions)]
         second = [paced_answer(sid) for sid in ids] if paced else []
         await upstream.enqueue([tool_scenario(sid) for sid in ids] + second)
-        start = resident(processes)
         async with PeakMemory(processes) as memory:
+            start = dict(memory.peak)  # read as the level starts
             sockets, refused = await open_many(gateway, ids)
             try:
                 apart = SPREAD_S / len(sockets) if paced and sockets else 0.0

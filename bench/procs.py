@@ -128,12 +128,16 @@ def current(processes: Mapping[str, list[int]]) -> dict[str, list[int]]:
     return found
 
 
+def _resident_of(listed: Mapping[str, list[int]]) -> dict[str, int]:
+    rss = {name: memory_kib(name, pids) for name, pids in listed.items()}
+    rss["bench client"] = _status_kib(os.getpid(), "VmRSS")
+    return rss
+
+
 def resident(processes: Mapping[str, list[int]]) -> dict[str, int]:
     """Every service's resident KiB now (the bench client's own included), without the
     CPU times: what a memory sampler reads while the mesh is under load."""
-    rss = {name: memory_kib(name, pids) for name, pids in current(processes).items()}
-    rss["bench client"] = _status_kib(os.getpid(), "VmRSS")
-    return rss
+    return _resident_of(current(processes))
 
 
 def snapshot(processes: Mapping[str, list[int]]) -> Snapshot:
@@ -141,7 +145,7 @@ def snapshot(processes: Mapping[str, list[int]]) -> Snapshot:
     processes = current(processes)
     cpu = {name: sum(cpu_seconds(p) for p in pids) for name, pids in processes.items()}
     cpu["bench client"] = sum(os.times()[:2])
-    return Snapshot(cpu, resident(processes))
+    return Snapshot(cpu, _resident_of(processes))
 
 
 def cpu_delta(before: Snapshot, after: Snapshot) -> dict[str, float]:
