@@ -49,7 +49,7 @@ class Turns:
         return asyncio.create_task(work)
 
     def read_ahead(self, sid: str) -> ReadAhead:
-        return ReadAhead(None, None)
+        return ReadAhead(None)
 
     def begin(self, sid: str, start: TurnStart, ahead: ReadAhead | None) -> None:
         if ahead is not None:

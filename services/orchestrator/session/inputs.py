@@ -163,7 +163,7 @@ class Inputs:
             row.switch = await loop.switching(sid, to)
             if history is not None:
                 try:
-                    first = FirstStep(template, [*await history, user], ready)
+                    first = FirstStep(template, [*(await history)[0], user], ready)
                 except ServiceError:
                     first = None
                 if first is not None:

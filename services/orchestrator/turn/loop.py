@@ -61,28 +61,22 @@ from services.orchestrator.turn.toolbox import Toolbox
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class ReadAhead:
-    """Reads started beside a user message's start, each taken once by its first use."""
-
-    history: asyncio.Task[list[StoredMessage]] | None
-    context: asyncio.Task[SessionContext] | None
-
-    def cancel(self) -> None:
-        for task in (self.history, self.context):
-            if task is not None:
-                task.cancel()
-
-
 TurnRead = asyncio.Task[tuple[list[StoredMessage], SessionContext]]
 
 
-async def _history_of(read: TurnRead) -> list[StoredMessage]:
-    return (await read)[0]
+@dataclass
+class ReadAhead:
+    """The read started beside a user message's start: its history and its context are
+    each taken once, by their first use, which awaits the read itself (a task per half
+    in between cost the loop two more turns before the first model request)."""
 
+    read: TurnRead | None
+    history_taken: bool = False
+    context_taken: bool = False
 
-async def _context_of(read: TurnRead) -> SessionContext:
-    return (await read)[1]
+    def cancel(self) -> None:
+        if self.read is not None:
+            self.read.cancel()
 
 
 class Switch(NamedTuple):
@@ -194,8 +188,7 @@ class AgentLoop:
     def read_ahead(self, sid: str) -> ReadAhead:
         """Start reading what a user message's first model call needs, beside its start
         (one statement; each half is taken on its own)."""
-        read = background(read_turn(self.store, sid))
-        return ReadAhead(background(_history_of(read)), background(_context_of(read)))
+        return ReadAhead(background(read_turn(self.store, sid)))
 
     def begin(self, sid: str, start: TurnStart, ahead: ReadAhead | None) -> None:
         """A message of ``sid`` is being handled; ``start`` is what its turn read and
@@ -234,13 +227,14 @@ class AgentLoop:
         """What the message being handled read at its start (None outside one)."""
         return self._starts.get(sid)
 
-    def take_history(self, sid: str) -> asyncio.Task[list[StoredMessage]] | None:
-        """The history read beside the message's start, once (None when not read)."""
+    def take_history(self, sid: str) -> TurnRead | None:
+        """The read beside the message's start, for its history, once (None when not
+        read); its result is (history, context)."""
         ahead = self._ahead.get(sid)
-        if ahead is None or ahead.history is None:
+        if ahead is None or ahead.read is None or ahead.history_taken:
             return None
-        history, ahead.history = ahead.history, None
-        return history
+        ahead.history_taken = True
+        return ahead.read
 
     def new_turn(self, sid: str) -> None:
         """A user's message starts a turn: its per-turn budget starts from zero."""
@@ -397,7 +391,7 @@ class AgentLoop:
             history, context = first.history, None
         else:
             history, context = await read_turn(self.store, sid)
-        handover = self.background(self.handover(sid, template.name, context))
+        handover = await self.handover(sid, template.name, context)
         return await self.step.run(
             ModelCall(
                 sid,
@@ -419,9 +413,9 @@ class AgentLoop:
         Postgres: the one in memory is the latest."""
         if context is None:
             ahead = self._ahead.get(sid)
-            if ahead is not None and ahead.context is not None:  # the first call's, read ahead
-                read, ahead.context = ahead.context, None
-                context = await read
+            if ahead is not None and ahead.read is not None and not ahead.context_taken:
+                ahead.context_taken = True  # the first call's, read ahead
+                context = (await ahead.read)[1]
             else:
                 context = (await read_turn(self.store, sid))[1]
         handover = handover_for(context, agent)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,7 +77,7 @@ class ModelCall:
     session: SessionRow
     template: AgentTemplate
     history: list[StoredMessage]
-    handover: Awaitable[Handover]
+    handover: Handover
     ready: TurnWrites | None
     """The turn's first writes: no event of the answer before they are committed."""
     budget: Budget | None
@@ -161,7 +161,7 @@ class ModelStep:
                 "assistant", said(), name=template.name, reasoning=thought, **extra
             )
 
-        system = system_prompt(template, session, await ask.handover)
+        system = system_prompt(template, session, ask.handover)
         fitted = await self.context.fit(sid, audience, template, system, history, tools)
         try:
             for attempt in range(2):
