@@ -89,6 +89,7 @@ async def test_sessions_in_sequence_reuse_one_instance_and_share_nothing(
         # ... holding nothing of s-one: only its new session's id.
         assert second.scratch == {} and second.leftovers() == ["session_id=s-two"]
         assert second.session_id == "s-two" and second.clients["llm"] is SHARED["llm"]
+    await instances.settled()  # the rows are written behind memory
     row = await pool.fetchrow(
         "select instance_id, template_version from orchestrator.sessions where session_id = $1",
         "s-two",

@@ -1,5 +1,6 @@
-"""Rows written behind their producer: a lone row at once, what is queued meanwhile in the
-next write, a failed write logged and dropped without stopping the queue."""
+"""Rows written behind their producer: a lone row at once (or after a linger that a reader
+cuts short), what is queued meanwhile in the next write, a failed write logged and dropped
+without stopping the queue."""
 
 from __future__ import annotations
 
@@ -68,3 +69,25 @@ async def test_a_failed_write_is_logged_and_the_queue_goes_on(
 async def test_settled_with_nothing_queued_returns() -> None:
     queue: WriteBehind[int] = WriteBehind(Sink(), "numbers")
     await asyncio.wait_for(queue.settled(), 1)
+
+
+async def test_with_a_linger_the_rows_of_a_moment_go_together() -> None:
+    sink = Sink()
+    queue: WriteBehind[int] = WriteBehind(sink, "numbers", linger=10.0)
+    queue.put(1)
+    for _ in range(3):
+        await asyncio.sleep(0)  # without a linger the writer would have taken 1 alone
+    queue.put(2)
+    assert sink.writes == []
+    await asyncio.wait_for(queue.settled(), 1)  # a reader does not wait out the linger
+    assert sink.writes == [[1, 2]]
+
+
+async def test_a_linger_ends_on_its_own() -> None:
+    sink = Sink()
+    queue: WriteBehind[int] = WriteBehind(sink, "numbers", linger=0.01)
+    queue.put(1)
+    async with asyncio.timeout(5):
+        while not sink.writes:
+            await asyncio.sleep(0.005)
+    assert sink.writes == [[1]]
