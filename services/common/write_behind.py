@@ -2,14 +2,14 @@
 
 For writes that are bookkeeping rather than a promise (the instance mirror, request
 accounting, usage counters): ``put`` never waits, and one writer task writes whatever is
-queued in one call, then what was queued meanwhile. With ``linger`` the writer first waits
-that long, so the rows of a moment go together and no statement of theirs lands on the
-way of a turn's first token (a turn's instance row was written while its model request
-was being built); without, a lone row is written at once. A busy process writes many
-together instead of one statement each, and nobody's answer waits for them. A write that
-fails is logged and its rows dropped (as a failed inline write was); a process killed
-before its writer ran loses what was queued. Reads that must see this process's own rows
-``settled()`` first, which cuts the linger short.
+queued in one call, then what was queued meanwhile. The writer first waits ``linger``
+(``BOOKKEEPING_LINGER``), so the rows of a moment go together and no statement of theirs
+lands on the way of a turn's first token (a turn's instance row was written while its
+model request was being built); with no linger a lone row is written at once. A busy
+process writes many together instead of one statement each, and nobody's answer waits for
+them. A write that fails is logged and its rows dropped (as a failed inline write was); a
+process killed before its writer ran loses what was queued. Reads that must see this
+process's own rows ``settled()`` first, which cuts the linger short.
 """
 
 from __future__ import annotations
@@ -33,7 +33,10 @@ class WriteBehind(Generic[T]):
     """A queue of ``T`` and the one writer that empties it through ``write``."""
 
     def __init__(
-        self, write: Callable[[list[T]], Awaitable[None]], what: str, linger: float = 0.0
+        self,
+        write: Callable[[list[T]], Awaitable[None]],
+        what: str,
+        linger: float = BOOKKEEPING_LINGER,
     ) -> None:
         self._write = write
         self.what = what

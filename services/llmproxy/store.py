@@ -7,7 +7,7 @@ from pathlib import Path
 
 from services.common.db import Pool, db_errors
 from services.common.sql import load_queries
-from services.common.write_behind import BOOKKEEPING_LINGER, WriteBehind
+from services.common.write_behind import WriteBehind
 
 SQL_DIR = Path(__file__).parent / "sql"
 QUERIES = load_queries(SQL_DIR / "queries.sql")
@@ -56,9 +56,7 @@ class UsageStore:
 
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
-        self._queue: WriteBehind[RequestRecord] = WriteBehind(
-            self._write, "usage records", BOOKKEEPING_LINGER
-        )
+        self._queue: WriteBehind[RequestRecord] = WriteBehind(self._write, "usage records")
 
     def record(self, r: RequestRecord) -> None:
         """Queue ``r`` (no caller waits for accounting)."""

@@ -34,7 +34,7 @@ class Sink:
 
 async def test_a_lone_row_is_written_at_once() -> None:
     sink = Sink()
-    queue: WriteBehind[int] = WriteBehind(sink, "numbers")
+    queue: WriteBehind[int] = WriteBehind(sink, "numbers", linger=0)
     queue.put(1)
     await queue.settled()
     assert sink.writes == [[1]]
@@ -42,7 +42,7 @@ async def test_a_lone_row_is_written_at_once() -> None:
 
 async def test_rows_queued_while_a_write_runs_go_together_in_the_next() -> None:
     sink = Sink()
-    queue: WriteBehind[int] = WriteBehind(sink, "numbers")
+    queue: WriteBehind[int] = WriteBehind(sink, "numbers", linger=0)
     sink.gate.clear()
     queue.put(1)
     await asyncio.sleep(0)  # the writer took 1 and waits on the slow write
@@ -57,7 +57,7 @@ async def test_a_failed_write_is_logged_and_the_queue_goes_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     sink = Sink()
-    queue: WriteBehind[int] = WriteBehind(sink, "numbers")
+    queue: WriteBehind[int] = WriteBehind(sink, "numbers", linger=0)
     sink.fail_next = True
     with caplog.at_level(logging.WARNING):
         queue.put(1)
@@ -69,7 +69,7 @@ async def test_a_failed_write_is_logged_and_the_queue_goes_on(
 
 
 async def test_settled_with_nothing_queued_returns() -> None:
-    queue: WriteBehind[int] = WriteBehind(Sink(), "numbers")
+    queue: WriteBehind[int] = WriteBehind(Sink(), "numbers", linger=0)
     await asyncio.wait_for(queue.settled(), 1)
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from services.common.db import Pool, db_errors
 from services.common.sql import load_queries
-from services.common.write_behind import BOOKKEEPING_LINGER, WriteBehind
+from services.common.write_behind import WriteBehind
 from services.orchestrator.agents.agent_instance import AgentInstance, InstanceState
 from services.orchestrator.state import SQL_DIR
 
@@ -39,9 +39,7 @@ class InstanceRows:
     def __init__(self, pool: Pool, node: str) -> None:
         self.pool = pool
         self.node = node
-        self._queue: WriteBehind[_Row] = WriteBehind(
-            self._write, "instance rows", BOOKKEEPING_LINGER
-        )
+        self._queue: WriteBehind[_Row] = WriteBehind(self._write, "instance rows")
 
     def put(self, instance: AgentInstance, added_failures: int = 0, leased: bool = False) -> None:
         """Queue ``instance``'s current state (``leased``: it was just leased to its

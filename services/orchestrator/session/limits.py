@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from services.common.db import Pool, db_errors
 from services.common.limit_settings import LimitSettings
 from services.common.sql import load_queries
-from services.common.write_behind import BOOKKEEPING_LINGER, WriteBehind
+from services.common.write_behind import WriteBehind
 from services.orchestrator.errors import BudgetExceeded, RateLimited
 from services.orchestrator.state import SQL_DIR
 
@@ -54,7 +54,7 @@ class UserLimits:
         self.settings = settings
         self._users: dict[str, str] = {}
         self._counts: WriteBehind[tuple[str, float, float]] = WriteBehind(
-            self._add, "usage counters", BOOKKEEPING_LINGER
+            self._add, "usage counters"
         )
 
     async def user_of(self, session_id: str) -> str:
