@@ -61,14 +61,18 @@ class WriteBehind(Generic[T]):
             await asyncio.shield(self._writer)
 
     async def _write_all(self) -> None:
-        if self.linger:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.linger):
-                    await self._now.wait()
-        self._now.clear()
-        while self._queued:
-            rows, self._queued = self._queued, []
-            try:
-                await self._write(rows)
-            except ServiceError as error:
-                log.warning("%s not written: %s", self.what, error.message)
+        try:
+            if self.linger:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.linger):
+                        await self._now.wait()
+            while self._queued:
+                rows, self._queued = self._queued, []
+                try:
+                    await self._write(rows)
+                except ServiceError as error:
+                    log.warning("%s not written: %s", self.what, error.message)
+        finally:
+            # Cleared as this writer ends: a reader that came while it wrote must not take
+            # the next writer's linger away.
+            self._now.clear()

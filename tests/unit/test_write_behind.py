@@ -91,3 +91,22 @@ async def test_a_linger_ends_on_its_own() -> None:
     queue.put(1)
     await asyncio.wait_for(sink.wrote.wait(), 5)  # nobody asked for it: the linger ran out
     assert sink.writes == [[1]]
+
+
+async def test_a_reader_during_a_write_leaves_the_next_linger_alone() -> None:
+    sink = Sink()
+    queue: WriteBehind[int] = WriteBehind(sink, "numbers", linger=10.0)
+    sink.gate.clear()
+    queue.put(1)
+    first = asyncio.create_task(queue.settled())  # cuts the linger: 1 is being written
+    await asyncio.sleep(0)
+    second = asyncio.create_task(queue.settled())  # asks again while the write runs
+    await asyncio.sleep(0)
+    sink.gate.set()
+    await asyncio.wait_for(asyncio.gather(first, second), 1)
+    queue.put(2)
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert sink.writes == [[1]]  # the new writer lingers
+    await asyncio.wait_for(queue.settled(), 1)
+    assert sink.writes == [[1], [2]]
