@@ -4,7 +4,8 @@ ask at the same time, kept while a stream or a worker holds it (real Postgres le
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import Any
 
 import grpc
 import pytest
@@ -12,7 +13,8 @@ import pytest
 from services.common.db import Pool, create_pool
 from services.common.errors import ServiceError
 from services.orchestrator.session.leases import Leases
-from services.orchestrator.session.ownership import Ownership
+from services.orchestrator.session.ownership import Left, Ownership
+from services.orchestrator.state.store import SessionStore
 from tests.support.mesh import Mesh, running_mesh
 from tests.support.runtime import until
 
@@ -38,10 +40,24 @@ async def ownership(pool: Pool) -> AsyncIterator[Ownership]:
 
 async def free(other: Ownership, sid: str) -> bool:
     """Whether another replica could take ``sid`` now (it lets go again at once)."""
-    if not await other.acquire(sid):
+    if await other.take(sid) is None:
         return False
     await other.release(sid)
     return True
+
+
+def taking(
+    ownership: Ownership, recover: Callable[[str], Awaitable[None]]
+) -> Callable[[str], Coroutine[Any, Any, bool]]:
+    """A replica's take: the lease, then its recovery."""
+
+    async def take(sid: str) -> bool:
+        if await ownership.take(sid) is None:
+            return False
+        await recover(sid)
+        return True
+
+    return take
 
 
 async def eventually(check: Callable[[], bool]) -> None:
@@ -81,7 +97,7 @@ async def test_takes_at_the_same_time_are_one_and_one_release_lets_go(
         await asyncio.sleep(0.05)
         recovered.append(sid)
 
-    leases = Leases(ownership, recover, lambda sid: False)
+    leases = Leases(ownership, taking(ownership, recover), lambda sid: False)
     assert await asyncio.gather(*(leases.own("s1") for _ in range(3))) == [True] * 3
     assert recovered == ["s1"]
     assert not await free(other, "s1")
@@ -95,7 +111,7 @@ async def test_an_owner_asked_during_a_take_waits_for_the_recovery(ownership: Ow
     async def recover(sid: str) -> None:
         await may_finish.wait()
 
-    leases = Leases(ownership, recover, lambda sid: False)
+    leases = Leases(ownership, taking(ownership, recover), lambda sid: False)
     first = asyncio.create_task(leases.own("s1"))
     await eventually(lambda: "s1" in ownership.owned)  # the lease is held, recovery runs
     second = asyncio.create_task(leases.own("s1"))
@@ -113,8 +129,8 @@ async def test_a_session_held_by_the_mesh_is_not_taken(
     async def recover(sid: str) -> None:
         recovered.append(sid)
 
-    assert await other.acquire("s1")
-    leases = Leases(ownership, recover, lambda sid: False)
+    assert await other.take("s1") is not None
+    leases = Leases(ownership, taking(ownership, recover), lambda sid: False)
     assert not await leases.own("s1")
     assert recovered == []
 
@@ -126,7 +142,7 @@ async def test_an_attached_stream_holds_the_session_and_a_worker_outlives_it(
         return None
 
     working: set[str] = set()
-    leases = Leases(ownership, recover, working.__contains__)
+    leases = Leases(ownership, taking(ownership, recover), working.__contains__)
     leases.attached("s1")
     leases.attached("s1")  # a second stream of the same session
     await eventually(lambda: "s1" in ownership.owned)
@@ -151,7 +167,7 @@ async def test_a_failed_take_at_attach_is_taken_again_by_the_next_message(
             await ownership.release(sid)  # as a lost lease connection would leave it
             raise ServiceError("Postgres away")
 
-    leases = Leases(ownership, recover, lambda sid: False)
+    leases = Leases(ownership, taking(ownership, recover), lambda sid: False)
     leases.attached("s1")
     await eventually(lambda: len(attempts) == 1)
     await asyncio.sleep(0.05)
@@ -186,3 +202,22 @@ async def test_a_refused_attach_lets_the_session_go(mesh: Mesh, other: Ownership
             await refused.until_done()
     assert failed.value.code() == grpc.StatusCode.NOT_FOUND
     assert await free(other, "mine")  # the error is sent once the lease is let go
+
+
+async def test_a_take_reads_what_the_last_owner_left_and_nothing_while_another_owns_it(
+    pool: Pool, ownership: Ownership, other: Ownership
+) -> None:
+    store = SessionStore(pool)
+    assert await ownership.take("nobody") == Left(None, False, 0)
+    await store.attach("taken", "u1", "orchestrator")
+    assert await other.take("taken") == Left("idle", False, 0)
+    await store.set_turn_state("taken", "running")
+    await pool.execute(
+        "insert into orchestrator.inbox (session_id, user_id, message) values ('taken', 'u1', '')"
+    )
+    await store.append_events(["taken", "taken"], [1, 2], ["done", "done"], [b"", b""])
+    assert await ownership.take("taken") is None  # the other replica holds it
+    assert "taken" not in ownership.owned
+    await other.release("taken")
+    assert await ownership.take("taken") == Left("running", True, 2)
+    assert "taken" in ownership.owned

@@ -95,11 +95,11 @@ async def test_one_owner_at_a_time(mesh: Mesh, database_url: str) -> None:
     try:
         await first.start()
         await second.start()
-        assert await first.acquire("s-lease")
-        assert not await second.acquire("s-lease")
+        assert await first.take("s-lease") is not None
+        assert await second.take("s-lease") is None
         await first.release("s-lease")
-        assert await second.acquire("s-lease")
-        assert not await first.acquire("s-lease")
+        assert await second.take("s-lease") is not None
+        assert await first.take("s-lease") is None
     finally:
         await first.close()
         await second.close()

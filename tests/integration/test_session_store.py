@@ -89,21 +89,6 @@ async def test_a_turn_start_is_visible_and_leaves_the_connection_flushing(
         await single.close()
 
 
-async def test_a_new_owner_reads_the_turn_state_whether_messages_wait_and_the_last_seq(
-    pool: Pool,
-) -> None:
-    store = SessionStore(pool)
-    assert await store.takeover_state("nobody") == (None, False, 0)
-    await store.attach("taken", "u1", "orchestrator")
-    assert await store.takeover_state("taken") == ("idle", False, 0)
-    await store.set_turn_state("taken", "running")
-    await pool.execute(
-        "insert into orchestrator.inbox (session_id, user_id, message) values ('taken', 'u1', '')"
-    )
-    await store.append_events(["taken", "taken"], [1, 2], ["done", "done"], [b"", b""])
-    assert await store.takeover_state("taken") == ("running", True, 2)
-
-
 async def turn_state(pool: Pool, sid: str) -> str:
     return str(
         await pool.fetchval(

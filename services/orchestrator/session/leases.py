@@ -1,9 +1,9 @@
 """When this replica takes a session and when it lets it go.
 
 A session is taken when a stream attaches to it here, beside the attach's own check, so
-the stream's first message finds it owned (the lease and the take-over read cost two
-round trips that no longer come before a first token), or when a message for it arrives
-and it is not owned. It is let go when no stream of it is attached here and no worker
+the stream's first message finds it owned (the lease and the take-over read, one round
+trip, no longer come before a first token), or when a message for it arrives and it is
+not owned. It is let go when no stream of it is attached here and no worker
 runs it. One take per session at a time: everyone who needs it waits for the same one
 (a session lock is counted, so two takes would need two releases).
 """
@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from services.common.errors import ServiceError
 from services.orchestrator.session.ownership import Ownership
@@ -27,12 +28,13 @@ class Leases:
     def __init__(
         self,
         ownership: Ownership,
-        take_over: Callable[[str], Awaitable[None]],
+        take: Callable[[str], Coroutine[Any, Any, bool]],
         working: Callable[[str], bool],
     ) -> None:
         self.ownership = ownership
-        self._take_over = take_over
-        """What a new owner recovers (run once the lease is held)."""
+        self._take = take
+        """Take the lease (False: another live replica owns the session) and recover what
+        the last owner left."""
         self._working = working
         """Whether a worker runs the session here (it lets go itself when it ends)."""
         self._taking: dict[str, asyncio.Task[bool]] = {}
@@ -49,12 +51,6 @@ class Leases:
             taking = self._taking[sid] = asyncio.create_task(self._take(sid), name=f"take:{sid}")
             taking.add_done_callback(lambda done: self._done(sid, done))
         return await asyncio.shield(taking)
-
-    async def _take(self, sid: str) -> bool:
-        if not await self.ownership.acquire(sid):
-            return False
-        await self._take_over(sid)
-        return True
 
     def _done(self, sid: str, task: asyncio.Task[bool]) -> None:
         if self._taking.get(sid) is task:

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -23,10 +24,23 @@ from services.orchestrator.state.store import QUERIES
 
 log = logging.getLogger(__name__)
 
-# One lock space per session id; 7 is an arbitrary seed shared by every replica.
-LOCK_SQL = "select pg_try_advisory_lock(hashtextextended($1, 7))"
+# One lock space per session id; 7 is an arbitrary seed shared by every replica (and by
+# take_session, migration 0016, which takes the lock).
 UNLOCK_SQL = "select pg_advisory_unlock(hashtextextended($1, 7))"
+TAKE_SQL = "select got, turn_state, posted, last_seq from orchestrator.take_session($1)"
 Deliver = Callable[[str, str, pb.ClientMessage], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Left:
+    """What a session's last owner left, read once its lease is held."""
+
+    turn_state: str | None
+    """Its turn's state (None: no such session yet)."""
+    posted: bool
+    """Messages wait in its inbox."""
+    last_seq: int
+    """The last seq of its log (0 without events): its events go on from there."""
 
 
 class Ownership:
@@ -84,19 +98,21 @@ class Ownership:
             and not self._listener.is_closed()
         )
 
-    async def acquire(self, session_id: str) -> bool:
-        """Own ``session_id`` (True) unless another live replica does."""
-        if session_id in self.owned and await self.alive():
-            return True
+    async def take(self, session_id: str) -> Left | None:
+        """Own ``session_id`` and read what its last owner left, in one round trip
+        (migration 0016: the read follows the lock); None when another live replica
+        owns it. Advisory locks count: a second take needs a second release (Leases takes
+        each session once)."""
         await self.ensure()
         async with self._lock:
             if self._conn is None:
-                return False
+                return None
             async with db_errors("take session lease", "DB_CONNECTION_ERROR"):
-                got = bool(await self._conn.fetchval(LOCK_SQL, session_id))
-        if got:
-            self.owned.add(session_id)
-        return got
+                row = await self._conn.fetchrow(TAKE_SQL, session_id)
+        if not row["got"]:
+            return None
+        self.owned.add(session_id)
+        return Left(row["turn_state"], row["posted"], int(row["last_seq"]))
 
     async def release(self, session_id: str) -> None:
         if session_id not in self.owned:
@@ -114,7 +130,7 @@ class Ownership:
                 QUERIES["post_inbox"], session_id, user_id, message.SerializeToString()
             )
 
-    async def take(self, session_id: str) -> list[tuple[str, pb.ClientMessage]]:
+    async def take_inbox(self, session_id: str) -> list[tuple[str, pb.ClientMessage]]:
         """The session's waiting messages, oldest first (removed from the inbox)."""
         async with db_errors("read inbox", "DB_READ_ERROR"):
             rows = await self.pool.fetch(QUERIES["take_inbox"], session_id)

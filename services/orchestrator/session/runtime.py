@@ -124,7 +124,7 @@ class Runtime:
         self._handling: dict[str, tuple[str, int]] = {}
         """(client message id, first seq) of the user message each session is handling."""
         self._background: list[asyncio.Task[None]] = []
-        self.leases = Leases(ownership, self._recover, lambda sid: sid in self._workers)
+        self.leases = Leases(ownership, self._take, lambda sid: sid in self._workers)
 
     async def start(self) -> None:
         await self.ownership.start()
@@ -182,12 +182,15 @@ class Runtime:
         """Own the session (see leases.py)."""
         return await self.leases.own(sid)
 
-    async def _recover(self, sid: str) -> None:
-        """This replica just took the session: recover what the last owner left."""
-        await self.hub.reset(sid)
-        state, posted, last_seq = await self.store.takeover_state(sid)
-        self.hub.adopt(sid, last_seq)
-        running = state == "running"
+    async def _take(self, sid: str) -> bool:
+        """Take the session's lease (False: another live replica owns it) and recover
+        what the last owner left."""
+        await self.hub.reset(sid)  # what this process emitted is committed before the read
+        left = await self.ownership.take(sid)
+        if left is None:
+            return False
+        self.hub.adopt(sid, left.last_seq)
+        running = left.turn_state == "running"
         if running:
             await self.store.set_turn_state(sid, "idle")
         if running and await self.store.last_event_type(sid) != "done":
@@ -202,12 +205,13 @@ class Runtime:
                 ),
             )
             await self.hub.emit(sid, events.done("error"))
-        for user_id, message in await self.ownership.take(sid) if posted else ():
+        for user_id, message in await self.ownership.take_inbox(sid) if left.posted else ():
             await self._local(sid, user_id, message, answer=False)
+        return True
 
     async def _drain(self, sid: str) -> None:
         if await self._own(sid):
-            for user_id, message in await self.ownership.take(sid):
+            for user_id, message in await self.ownership.take_inbox(sid):
                 await self._local(sid, user_id, message, answer=False)
 
     async def _local(self, sid: str, user_id: str, item: Item, *, answer: bool) -> str:

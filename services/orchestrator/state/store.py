@@ -213,13 +213,6 @@ class SessionStore:
         owner: str = row["user_id"]
         return owner
 
-    async def takeover_state(self, session_id: str) -> tuple[str | None, bool, int]:
-        """(the session's turn state, whether messages wait in its inbox, the last seq
-        of its log: 0 without events)."""
-        async with db_errors("read session", "DB_READ_ERROR"):
-            row = await self.pool.fetchrow(QUERIES["takeover_state"], session_id)
-        return row["turn_state"], bool(row["posted"]), int(row["last_seq"])
-
     async def get_session(self, session_id: str, user_id: str = "") -> SessionRow:
         async with db_errors("read session", "DB_READ_ERROR"):
             row = await self.pool.fetchrow(QUERIES["get_session"], session_id)

@@ -12,7 +12,7 @@ import pytest
 
 from codelab.v1 import common_pb2 as pb
 from services.common.db import Pool
-from services.orchestrator.session.ownership import LOCK_SQL
+from services.orchestrator.session.ownership import TAKE_SQL
 from services.orchestrator.session.runtime import Runtime
 from services.orchestrator.state.store import StoredMessage
 from tests.support.runtime import (
@@ -109,13 +109,13 @@ async def test_a_session_another_replica_owns_gets_the_message_by_its_inbox(
 ) -> None:
     other = await asyncpg.connect(database_url)
     try:
-        assert await other.fetchval(LOCK_SQL, "s1")  # another replica owns s1
+        assert (await other.fetchrow(TAKE_SQL, "s1"))["got"]  # another replica owns s1
         assert await runtime.submit("s1", "u1", said("for the owner")) == "accepted"
         assert await runtime.ownership.waiting_sessions() == ["s1"]
         assert turns(runtime).handled == []
     finally:
         await other.close()
-    [(user, message)] = await runtime.ownership.take("s1")
+    [(user, message)] = await runtime.ownership.take_inbox("s1")
     assert (user, message.user_message.content) == ("u1", "for the owner")
 
 

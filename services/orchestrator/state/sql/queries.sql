@@ -22,15 +22,6 @@ union all
 select user_id, deleted_at from orchestrator.sessions
 where session_id = $1 and not exists (select 1 from created);
 
--- name: takeover_state
--- What a new owner of a session checks, in one round trip: whether a turn was running,
--- whether messages wait in its inbox, and the last seq of its log (its events go on from
--- there).
-select (select turn_state from orchestrator.sessions where session_id = $1) as turn_state,
-       exists (select 1 from orchestrator.inbox where session_id = $1) as posted,
-       coalesce((select max(seq) from orchestrator.events where session_id = $1), 0)
-           as last_seq;
-
 -- name: get_session
 select s.session_id, s.user_id, s.title, s.system_prompt, s.current_agent,
        s.created_at, s.last_activity, s.deleted_at, s.switch_count, s.last_switch_at,
