@@ -53,6 +53,7 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
     auth = Authenticator(bool(settings.gateway_api_keys), settings.internal_api_key, keys)
     redact_server_logs()
     client.assign_ids = False  # a transport: the IDE's client_message_id, or none
+    client.keep_spare_stream()  # every WebSocket, SSE and /v1 request opens a Stream
 
     watch = HealthWatch(client.health)
     held = StreamHold()

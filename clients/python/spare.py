@@ -1,0 +1,84 @@
+"""A Stream call opened ahead of need, for the next stream a client opens.
+
+Opening a Stream costs two round trips through gRPC's core before its first message
+leaves (the call's initial metadata, then the message) and the orchestrator's handler
+start before that message is read: ~0.7 ms of a new session's first token over ``/v1``
+on a 2-core box. A client that opens streams often (the gateway) keeps one call open
+ahead: the next stream takes it and writes its ``attach`` at once, and a replacement is
+opened ``delay`` seconds later, off the taker's way. The orchestrator ends a stream that
+sends no ``attach`` within ``ATTACH_TIMEOUT`` (30 s): a spare is closed unused after
+``max_age`` (20 s), and none is kept while nothing opens streams. A spare that ended
+(its orchestrator stopped) is not handed out. Which replica serves a spare is chosen when
+it is opened, as for any call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import TypeAlias
+
+from grpc import aio
+
+from codelab.v1 import common_pb2 as common
+
+Call: TypeAlias = aio.StreamStreamCall[common.ClientMessage, common.ServerEvent]
+MAX_AGE = 20.0
+"""Seconds a spare may wait: well within the orchestrator's ATTACH_TIMEOUT (30 s)."""
+DELAY = 0.02
+"""Seconds between a take and its replacement's opening (after a first token, mostly)."""
+
+
+class SpareStream:
+    """At most one call opened ahead; ``take`` hands it out (or a new one)."""
+
+    def __init__(
+        self, open_call: Callable[[], Call], max_age: float = MAX_AGE, delay: float = DELAY
+    ) -> None:
+        self._open = open_call
+        self.max_age = max_age
+        self.delay = delay
+        self._spare: Call | None = None
+        self._opened_at = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self._replacing = False
+        self._closed = False
+
+    def take(self) -> tuple[Call, bool]:
+        """(a call, whether it was opened ahead); a replacement is opened ``delay`` later."""
+        call, self._spare = self._spare, None
+        if call is not None and (call.done() or time.monotonic() - self._opened_at > self.max_age):
+            call.cancel()
+            call = None
+        if not self._replacing and not self._closed:
+            self._replacing = True
+            self._set_timer(self.delay, self._replace)
+        if call is None:
+            return self._open(), False
+        return call, True
+
+    def _set_timer(self, seconds: float, then: Callable[[], None]) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = asyncio.get_running_loop().call_later(seconds, then)
+
+    def _replace(self) -> None:
+        """Open the spare; it is closed unused ``max_age`` later unless taken."""
+        self._replacing = False
+        self._spare, self._opened_at = self._open(), time.monotonic()
+        self._set_timer(self.max_age, self._retire)
+
+    def _retire(self) -> None:
+        """Nothing took the spare in ``max_age``: close it and keep none."""
+        self._timer = None
+        if self._spare is not None:
+            self._spare.cancel()
+            self._spare = None
+
+    def close(self) -> None:
+        """Close the spare; open no more."""
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+        self._retire()

@@ -1,0 +1,129 @@
+"""A Stream call opened ahead for the next stream (clients/python/spare.py), over a real
+orchestrator: taken and used for a turn, replaced, closed when unused, never handed out
+once it ended."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator
+
+import pytest
+
+from clients.python import MeshClient
+from clients.python.spare import Call, SpareStream
+from codelab.v1 import common_pb2 as pb
+from services.common.db import create_pool
+from services.orchestrator import server as orchestrator
+from services.orchestrator.transport import servicer
+from tests.support.mesh import Mesh, running_mesh, wait_serving
+
+
+@pytest.fixture
+async def mesh(database_url: str) -> AsyncIterator[Mesh]:
+    async with running_mesh(database_url, gateway=False, multi_agent_mode=False) as running:
+        yield running
+
+
+def counted(client: MeshClient, opened: list[Call]) -> SpareStream:
+    """A spare over ``client``'s orchestrator that lists every call it opens."""
+
+    def open_call() -> Call:
+        call = client.runtime.Stream()
+        opened.append(call)
+        return call
+
+    return SpareStream(open_call, max_age=0.5, delay=0.01)
+
+
+async def turn(mesh: Mesh, client: MeshClient, session_id: str, text: str) -> str:
+    mesh.scripted.enqueue({"text": text})
+    async with asyncio.timeout(15):
+        stream = await client.open_stream(session_id)
+        async with stream:
+            await stream.send(pb.ClientMessage(user_message=pb.UserMessage(content="hi")))
+            events = await stream.until_done()
+    assert events[-1].done.status == "completed"
+    return "".join(e.assistant_message.token for e in events if e.HasField("assistant_message"))
+
+
+async def test_the_next_take_gets_the_call_opened_ahead_and_a_replacement_follows(
+    mesh: Mesh,
+) -> None:
+    opened: list[Call] = []
+    spare = counted(mesh.client, opened)
+    try:
+        first, ahead = spare.take()
+        assert (first, ahead) == (opened[0], False)  # nothing was opened ahead yet
+        await asyncio.sleep(0.1)
+        assert len(opened) == 2  # the replacement, opened after the delay
+        second, ahead = spare.take()
+        assert (second, ahead) == (opened[1], True)
+        assert not second.done()
+        first.cancel()
+        second.cancel()
+    finally:
+        spare.close()
+
+
+async def test_a_spare_not_taken_within_its_age_is_closed_and_none_is_kept(mesh: Mesh) -> None:
+    opened: list[Call] = []
+    spare = counted(mesh.client, opened)
+    try:
+        spare.take()[0].cancel()
+        await asyncio.sleep(0.1)
+        assert len(opened) == 2 and not opened[1].done()
+        await asyncio.sleep(0.6)  # past max_age
+        assert opened[1].cancelled()
+        await asyncio.sleep(0.6)
+        assert len(opened) == 2  # nothing opens streams: no spare is kept
+        call, ahead = spare.take()
+        assert (call, ahead) == (opened[2], False)
+        call.cancel()
+    finally:
+        spare.close()
+    await asyncio.sleep(0.1)
+    assert len(opened) == 3 and all(call.done() for call in opened)  # closed: none opened
+
+
+async def test_a_spare_the_orchestrator_ended_is_not_handed_out(
+    mesh: Mesh, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(servicer, "ATTACH_TIMEOUT", 0.05)  # a spare waits longer than that
+    opened: list[Call] = []
+    spare = counted(mesh.client, opened)
+    try:
+        spare.take()[0].cancel()
+        await asyncio.sleep(0.3)
+        assert opened[1].done()  # the orchestrator gave up waiting for its attach
+        call, ahead = spare.take()
+        assert (call, ahead) == (opened[2], False)
+        call.cancel()
+    finally:
+        spare.close()
+
+
+async def test_streams_over_spares_carry_turns_and_outlive_an_orchestrator_restart(
+    mesh: Mesh, database_url: str
+) -> None:
+    pool = await create_pool(database_url)
+    replica, port = await orchestrator.build(mesh.settings, pool, "127.0.0.1:0")
+    await replica.start()
+    address = f"127.0.0.1:{port}"
+    client = MeshClient.from_settings(dataclasses.replace(mesh.settings, orchestrator_addr=address))
+    client.keep_spare_stream(delay=0.01)
+    try:
+        await wait_serving(client)
+        assert await turn(mesh, client, "spare-1", "One.") == "One."
+        await asyncio.sleep(0.1)  # a spare is open now
+        assert await turn(mesh, client, "spare-2", "Two.") == "Two."
+        await asyncio.sleep(0.1)
+        await replica.stop(0)  # the spare opened ahead dies with it
+        replica, _ = await orchestrator.build(mesh.settings, pool, address)
+        await replica.start()
+        await wait_serving(client)
+        assert await turn(mesh, client, "spare-3", "Three.") == "Three."
+    finally:
+        await client.close()
+        await replica.stop(0)
+        await pool.close()
