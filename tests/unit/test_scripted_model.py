@@ -13,6 +13,7 @@ import pytest
 
 from services.scripted_model import Scenario, ToolCallSpec
 from services.scripted_model.chunks import due_after
+from services.scripted_model.scenarios import REQUEST_LOG, ScriptedModelState
 from services.scripted_model.testing import ScriptedModelHandle, running_scripted_model
 
 MODEL = "codelab-scripted"
@@ -442,3 +443,14 @@ async def test_a_schema_number_past_64_bits_is_counted_and_streamed(
 
     # `"maxLength":<number>,`: three marks, the quotes twice, the name and the number.
     assert await prompt_tokens(wide) == await prompt_tokens(TOOLS) + 6
+
+
+def test_the_request_log_keeps_the_latest_bodies() -> None:
+    state = ScriptedModelState()
+    for index in range(REQUEST_LOG + 5):
+        state.record({"index": index})
+    kept = state.requests
+    assert len(kept) == REQUEST_LOG
+    assert (kept[0]["index"], kept[-1]["index"]) == (5, REQUEST_LOG + 4)
+    assert state.clear_requests() == REQUEST_LOG
+    assert state.requests == []
