@@ -239,7 +239,7 @@ class MeshClient:
                 system_prompt=system_prompt,
             )
         )
-        call = self._spare.take()[0] if self._spare is not None else self.runtime.Stream()
+        call = self._spare.take() if self._spare is not None else self.runtime.Stream()
         stream = SessionStream(call, self.assign_ids)
         await stream.send(attach)
         return stream

@@ -42,21 +42,19 @@ class SpareStream:
         self._spare: Call | None = None
         self._opened_at = 0.0
         self._timer: asyncio.TimerHandle | None = None
-        self._replacing = False
+        """Due: the spare's retirement while there is one, else its opening (if any)."""
         self._closed = False
 
-    def take(self) -> tuple[Call, bool]:
-        """(a call, whether it was opened ahead); a replacement is opened ``delay`` later."""
+    def take(self) -> Call:
+        """The spare when it is alive and fresh, else a new call; a replacement is opened
+        ``delay`` later (unless one is already due)."""
         call, self._spare = self._spare, None
+        if (call is not None or self._timer is None) and not self._closed:
+            self._set_timer(self.delay, self._replace)
         if call is not None and (call.done() or time.monotonic() - self._opened_at > self.max_age):
             call.cancel()
             call = None
-        if not self._replacing and not self._closed:
-            self._replacing = True
-            self._set_timer(self.delay, self._replace)
-        if call is None:
-            return self._open(), False
-        return call, True
+        return call if call is not None else self._open()
 
     def _set_timer(self, seconds: float, then: Callable[[], None]) -> None:
         if self._timer is not None:
@@ -65,7 +63,6 @@ class SpareStream:
 
     def _replace(self) -> None:
         """Open the spare; it is closed unused ``max_age`` later unless taken."""
-        self._replacing = False
         self._spare, self._opened_at = self._open(), time.monotonic()
         self._set_timer(self.max_age, self._retire)
 

@@ -53,12 +53,12 @@ async def test_the_next_take_gets_the_call_opened_ahead_and_a_replacement_follow
     opened: list[Call] = []
     spare = counted(mesh.client, opened)
     try:
-        first, ahead = spare.take()
-        assert (first, ahead) == (opened[0], False)  # nothing was opened ahead yet
+        first = spare.take()
+        assert first is opened[0]  # nothing was opened ahead yet: a new call
         await asyncio.sleep(0.1)
         assert len(opened) == 2  # the replacement, opened after the delay
-        second, ahead = spare.take()
-        assert (second, ahead) == (opened[1], True)
+        second = spare.take()
+        assert second is opened[1]  # the call opened ahead
         assert not second.done()
         first.cancel()
         second.cancel()
@@ -70,15 +70,15 @@ async def test_a_spare_not_taken_within_its_age_is_closed_and_none_is_kept(mesh:
     opened: list[Call] = []
     spare = counted(mesh.client, opened)
     try:
-        spare.take()[0].cancel()
+        spare.take().cancel()
         await asyncio.sleep(0.1)
         assert len(opened) == 2 and not opened[1].done()
         await asyncio.sleep(0.6)  # past max_age
         assert opened[1].cancelled()
         await asyncio.sleep(0.6)
         assert len(opened) == 2  # nothing opens streams: no spare is kept
-        call, ahead = spare.take()
-        assert (call, ahead) == (opened[2], False)
+        call = spare.take()
+        assert call is opened[2]  # a new call, not one opened ahead
         call.cancel()
     finally:
         spare.close()
@@ -93,11 +93,11 @@ async def test_a_spare_the_orchestrator_ended_is_not_handed_out(
     opened: list[Call] = []
     spare = counted(mesh.client, opened)
     try:
-        spare.take()[0].cancel()
+        spare.take().cancel()
         await asyncio.sleep(0.3)
         assert opened[1].done()  # the orchestrator gave up waiting for its attach
-        call, ahead = spare.take()
-        assert (call, ahead) == (opened[2], False)
+        call = spare.take()
+        assert call is opened[2]  # a new call, not one opened ahead
         call.cancel()
     finally:
         spare.close()
