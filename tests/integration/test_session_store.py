@@ -215,8 +215,8 @@ async def test_an_attach_returns_the_owner_and_usage_is_counted_for_it(pool: Poo
     """The owner an attach returns is what the usage of the session's model calls is
     counted for, without reading the session again."""
     store = SessionStore(pool)
-    assert await store.attach("owned", "u1", "orchestrator") == "u1"
-    assert await store.attach("owned", "", "orchestrator") == "u1"  # no auth: any stream
+    assert await store.attach("owned", "u1", "orchestrator") == ("u1", 0)  # created: no log
+    assert (await store.attach("owned", "", "orchestrator")).owner == "u1"  # no auth: any stream
     limits = UserLimits(pool, LimitSettings())
     limits.owner_is("owned", "u1")
     await pool.execute(

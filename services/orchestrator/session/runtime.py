@@ -151,13 +151,16 @@ class Runtime:
 
     async def attach(
         self, session_id: str, user_id: str, title: str = "", system_prompt: str = ""
-    ) -> None:
+    ) -> int:
         """The session the stream binds to, created on first use (within the user's
-        sessions-open limit) with ``title`` and ``system_prompt``."""
+        sessions-open limit) with ``title`` and ``system_prompt``; returns the last seq
+        of its log, read after the call began."""
         entry = self.agents.entry
         await self.limits.admit_session(session_id, user_id, entry, title, system_prompt)
-        owner = await self.store.attach(session_id, user_id, entry, title, system_prompt)
-        self.limits.owner_is(session_id, owner)  # the usage of its model calls is the owner's
+        attached = await self.store.attach(session_id, user_id, entry, title, system_prompt)
+        # The usage of its model calls is the owner's.
+        self.limits.owner_is(session_id, attached.owner)
+        return attached.last_seq
 
     async def admit(self, user_id: str, message: pb.ClientMessage) -> None:
         """Raise RateLimited when a user message passes the user's messages per minute."""

@@ -62,11 +62,20 @@ class Subscription:
         self.hub = hub
         self.session_id = session_id
         self.last = after
+        self.replay = True
+        """Read the log after ``last`` before the first queued event (see ``start_after``)."""
         # (seq, serialized event); no event: a nudge, the events are in the log.
         # Seq 0: an event outside the log (see ``SessionHub.tell``), delivered as it comes.
         self.queue: asyncio.Queue[tuple[int, bytes | None]] = asyncio.Queue(maxsize=size)
         self.lagged = False
         self.closed = False
+
+    def start_after(self, seq: int, *, replay: bool) -> None:
+        """Deliver the events after ``seq``. ``replay`` False: ``seq`` is the log's last
+        seq read after this subscription was registered (``SessionHub.watch``), so every
+        later commit is offered or nudged to it and the log has nothing to add."""
+        self.last = seq
+        self.replay = replay
 
     def nudge(self, seq: int) -> None:
         """Another replica committed up to ``seq``: read it from the log when behind."""
@@ -97,8 +106,9 @@ class Subscription:
                 return
 
     async def __aiter__(self) -> AsyncIterator[list[bytes]]:
-        async for page in self._replay(None):
-            yield page
+        if self.replay:
+            async for page in self._replay(None):
+                yield page
         while not self.closed:
             if self.lagged and self.queue.empty():
                 self.lagged = False
@@ -268,7 +278,14 @@ class SessionHub:
         """Events with seq > ``after``; a negative ``after`` means only new ones."""
         if after < 0:
             after = await self.next_seq(session_id) - 1
-        subscription = Subscription(self, session_id, after, self.queue_size)
+        subscription = self.watch(session_id)
+        subscription.start_after(after, replay=True)
+        return subscription
+
+    def watch(self, session_id: str) -> Subscription:
+        """A subscription registered now, whose start the caller sets before reading it
+        (``Subscription.start_after``): what commits meanwhile waits in its queue."""
+        subscription = Subscription(self, session_id, -1, self.queue_size)
         self._subscribers[session_id].add(subscription)
         return subscription
 

@@ -18,6 +18,14 @@ from services.orchestrator.turn.tokens import message_tokens, text_tokens
 QUERIES = load_queries(SQL_DIR / "queries.sql")
 
 
+class Attached(NamedTuple):
+    """A session a stream attached to: its owner and the last seq of its log, read by the
+    attach's own statement."""
+
+    owner: str
+    last_seq: int
+
+
 @dataclass(frozen=True)
 class SessionRow:
     """A session as stored."""
@@ -197,9 +205,9 @@ class SessionStore:
 
     async def attach(
         self, session_id: str, user_id: str, agent: str, title: str = "", system_prompt: str = ""
-    ) -> str:
+    ) -> Attached:
         """Create the session when missing (with ``title`` and ``system_prompt``); another
-        user's (or a deleted) one: not found. Returns its owner."""
+        user's (or a deleted) one: not found. Returns its owner and its log's last seq."""
         arguments = (session_id, user_id, agent, title, system_prompt)
         async with db_errors("create session", "SESSION_CREATION_FAILED"):
             row = await self.pool.fetchrow(QUERIES["attach_session"], *arguments)
@@ -210,8 +218,7 @@ class SessionStore:
                 row = await self.pool.fetchrow(QUERIES["attach_session"], *arguments)
         if row is None or row["deleted_at"] is not None or (user_id and row["user_id"] != user_id):
             raise SessionNotFound(f"Session not found: {session_id}", session_id=session_id)
-        owner: str = row["user_id"]
-        return owner
+        return Attached(row["user_id"], row["last_seq"])
 
     async def get_session(self, session_id: str, user_id: str = "") -> SessionRow:
         async with db_errors("read session", "DB_READ_ERROR"):

@@ -228,18 +228,22 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
                 raise ServiceError("the stream stopped reading; reconnect to go on")
 
     async def _attach(self, sid: str, user: str, attach: common.Attach) -> Subscription:
-        """Check (or create) the session and subscribe to it, side by side: a subscription
-        that turns out not to be the caller's is closed before it delivers anything."""
-        subscribing = asyncio.create_task(self.hub.subscribe(sid, attach.last_seq))
+        """Check (or create) the session and subscribe to it: a subscription that turns
+        out not to be the caller's is closed before it delivers anything. Registered
+        before the attach's statement, whose snapshot gives a new stream's start (the
+        log's last seq): what commits later reaches the subscription, nothing is read
+        twice, and the stream costs no statement of its own."""
+        subscription = self.hub.watch(sid)
         try:
-            await self.runtime.attach(sid, user, attach.title, attach.system_prompt)
+            last = await self.runtime.attach(sid, user, attach.title, attach.system_prompt)
         except BaseException:
-            subscribing.cancel()
-            await asyncio.wait([subscribing])
-            if not subscribing.cancelled() and subscribing.exception() is None:
-                subscribing.result().close()
+            subscription.close()
             raise
-        return await subscribing
+        if attach.last_seq >= 0:  # a client resuming: the log after its last event first
+            subscription.start_after(attach.last_seq, replay=True)
+        else:
+            subscription.start_after(last, replay=False)
+        return subscription
 
     async def CreateSession(
         self, request: pb.CreateSessionRequest, context: aio.ServicerContext[Any, Any]

@@ -258,6 +258,34 @@ async def test_a_negative_after_means_only_new_events(hub: SessionHub) -> None:
     assert [(e.seq, shape(e)[2]) for e in await take(stream, 1)] == [(2, "new")]
 
 
+@pytest.mark.parametrize("replay", [False, True])
+async def test_a_watch_started_from_a_later_read_gets_each_later_event_once(
+    hub: SessionHub, store: SessionStore, replay: bool
+) -> None:
+    """A new stream's subscription is registered before the attach's statement reads the
+    log's last seq: a commit in between is queued and skipped, every later one delivered,
+    and the log is read only when asked to (a resuming client)."""
+    await hub.emit("a", answer("old"))
+    reads: list[int] = []
+    events_after = store.events_after
+
+    async def counted(sid: str, after: int, limit: int) -> list[tuple[int, bytes]]:
+        reads.append(after)
+        return await events_after(sid, after, limit)
+
+    store.events_after = counted  # type: ignore[method-assign]
+    sub = hub.watch("a")
+    await hub.emit("a", answer("between"))  # committed after the watch, before the read
+    attached = await store.attach("a", "u1", "orchestrator")
+    assert attached.last_seq == 2
+    sub.start_after(attached.last_seq, replay=replay)
+    await hub.emit("a", answer("new"))
+    stream = aiter(sub)
+    assert [(e.seq, shape(e)[2]) for e in await take(stream, 1)] == [(3, "new")]
+    await nothing_more(stream)
+    assert reads == ([2] if replay else [])
+
+
 async def test_a_subscriber_that_fell_behind_reads_the_rest_from_the_log(
     store: SessionStore,
 ) -> None:
