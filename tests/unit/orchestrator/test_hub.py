@@ -260,7 +260,7 @@ async def test_a_negative_after_means_only_new_events(hub: SessionHub) -> None:
 
 @pytest.mark.parametrize("replay", [False, True])
 async def test_a_watch_started_from_a_later_read_gets_each_later_event_once(
-    hub: SessionHub, store: SessionStore, replay: bool
+    hub: SessionHub, store: SessionStore, replay: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A new stream's subscription is registered before the attach's statement reads the
     log's last seq: a commit in between is queued and skipped, every later one delivered,
@@ -269,11 +269,11 @@ async def test_a_watch_started_from_a_later_read_gets_each_later_event_once(
     reads: list[int] = []
     events_after = store.events_after
 
-    async def counted(sid: str, after: int, limit: int) -> list[tuple[int, bytes]]:
+    async def counted(sid: str, after: int, limit: int = 1000) -> list[tuple[int, bytes]]:
         reads.append(after)
         return await events_after(sid, after, limit)
 
-    store.events_after = counted  # type: ignore[method-assign]
+    monkeypatch.setattr(store, "events_after", counted)
     sub = hub.watch("a")
     await hub.emit("a", answer("between"))  # committed after the watch, before the read
     attached = await store.attach("a", "u1", "orchestrator")
