@@ -27,6 +27,7 @@ from services.gateway.errors import TRANSPORT, GatewayError, ProtocolError, erro
 from services.gateway.health import HealthWatch, build_health_router
 from services.gateway.held_streams import StreamHold, StreamReader
 from services.gateway.keys import KeyCheck, MeshKeyChecker
+from services.gateway.lean import EventStream, LeanRoute
 from services.gateway.mesh import all_details, describe, retry_headers
 from services.gateway.rest import build_router
 from services.gateway.seed000 import FORMAT as SEED_000
@@ -94,9 +95,50 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
 
     app.add_middleware(KeyCheck, auth=auth)
     install_browser_guards(app, settings.gateway_cors_origins)
+
+    async def message_stream(request: Request) -> StreamingResponse:
+        """Send one message and stream the answer as SSE until ``event: done``.
+
+        Body: seed 000 ``{session_id, message, message_type, ...}`` or seed 002
+        ``{session_id, message: {type, ...}}``. ``?format=seed000``: seed 000's chunks
+        (``{"type", "data"}``, ``switch_agent``, ``completion``) instead of the events.
+        """
+        user = auth.user_for(request.headers)
+        shape_name = request.query_params.get("format", "")
+        if shape_name not in ("", SEED_000):
+            raise ProtocolError("INVALID_MESSAGE", f"unknown format {shape_name!r}; try seed000")
+        try:
+            body = json.loads(await request.body())
+        except json.JSONDecodeError as error:
+            raise ProtocolError("INVALID_MESSAGE", f"Invalid JSON body: {error}") from error
+        session_id, raw = normalise_stream_body(body)
+        message = parse_client_message(raw)
+        if not message.HasField("client_message_id"):
+            with_idempotency_key(message, request.headers)
+        opened = functools.partial(client.open_stream, session_id, user_id=user)
+        reader = await held.send(session_id, user, message, opened)
+        SSE_REQUESTS.inc()
+        frames = sse_events(
+            reader,
+            session_id,
+            heartbeat=settings.sse_heartbeat,
+            idle_timeout=settings.agent_stream_timeout,
+            shape=Seed000Shape() if shape_name == SEED_000 else None,
+            hold=functools.partial(held.give_back, session_id, user),
+        )
+        return EventStream(frames)
+
+    # The hot routes first: a request is matched against the routes in order.
+    app.router.add_api_route(
+        "/agent/message/stream",
+        message_stream,
+        methods=["POST"],
+        tags=["agent"],
+        route_class_override=LeanRoute,
+    )
+    app.include_router(openai_api.build_router(client, auth, settings))
     app.include_router(build_router(client, auth))
     install_admin(app, client, auth, keys)
-    app.include_router(openai_api.build_router(client, auth, settings))
 
     app.include_router(build_health_router(client, settings, watch, VERSION))
 
@@ -149,48 +191,7 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
             idle_timeout=settings.agent_stream_timeout,
             follow=True,
         )
-        return StreamingResponse(
-            frames,
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
-
-    @app.post("/agent/message/stream", tags=["agent"])
-    async def message_stream(request: Request) -> StreamingResponse:
-        """Send one message and stream the answer as SSE until ``event: done``.
-
-        Body: seed 000 ``{session_id, message, message_type, ...}`` or seed 002
-        ``{session_id, message: {type, ...}}``. ``?format=seed000``: seed 000's chunks
-        (``{"type", "data"}``, ``switch_agent``, ``completion``) instead of the events.
-        """
-        user = auth.user_for(request.headers)
-        shape_name = request.query_params.get("format", "")
-        if shape_name not in ("", SEED_000):
-            raise ProtocolError("INVALID_MESSAGE", f"unknown format {shape_name!r}; try seed000")
-        try:
-            body = json.loads(await request.body())
-        except json.JSONDecodeError as error:
-            raise ProtocolError("INVALID_MESSAGE", f"Invalid JSON body: {error}") from error
-        session_id, raw = normalise_stream_body(body)
-        message = parse_client_message(raw)
-        if not message.HasField("client_message_id"):
-            with_idempotency_key(message, request.headers)
-        opened = functools.partial(client.open_stream, session_id, user_id=user)
-        reader = await held.send(session_id, user, message, opened)
-        SSE_REQUESTS.inc()
-        frames = sse_events(
-            reader,
-            session_id,
-            heartbeat=settings.sse_heartbeat,
-            idle_timeout=settings.agent_stream_timeout,
-            shape=Seed000Shape() if shape_name == SEED_000 else None,
-            hold=functools.partial(held.give_back, session_id, user),
-        )
-        return StreamingResponse(
-            frames,
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
+        return EventStream(frames)
 
     tracing.instrument_app(app)
     return app

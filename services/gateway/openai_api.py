@@ -49,7 +49,7 @@ from typing import Any
 
 import grpc
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 
 from clients.python import MeshClient, SessionStream
 from codelab.v1 import common_pb2 as pb
@@ -57,6 +57,7 @@ from codelab.v1 import llmproxy_pb2, runtime_pb2
 from services.common.settings import Settings
 from services.gateway.auth import Authenticator
 from services.gateway.errors import OpenAIError
+from services.gateway.lean import EventStream, LeanRoute
 from services.gateway.openai_render import (
     FAILURES,
     ChunkWriter,
@@ -286,7 +287,6 @@ def build_router(client: MeshClient, auth: Authenticator, settings: Settings) ->
             return failure(error).response()
         return JSONResponse(model_entry(model_id))
 
-    @router.post("/chat/completions", summary="Talk to an agent as if it were a model")
     async def chat_completions(request: Request) -> Response:
         """See the module docstring for how sessions, tool calls and approvals map."""
         try:
@@ -330,11 +330,7 @@ def build_router(client: MeshClient, auth: Authenticator, settings: Settings) ->
 
         if chat.stream:
             frames = stream_frames(legs, stream, ChunkWriter(head, chat.include_usage), usage)
-            return StreamingResponse(
-                frames,
-                media_type="text/event-stream",
-                headers={**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-            )
+            return EventStream(frames, headers)
         try:
             outputs = [out async for out in legs]
         finally:
@@ -350,4 +346,11 @@ def build_router(client: MeshClient, auth: Authenticator, settings: Settings) ->
             completion_object(head, text, calls, await usage(), extras), headers=headers
         )
 
+    router.add_api_route(
+        "/chat/completions",
+        chat_completions,
+        methods=["POST"],
+        summary="Talk to an agent as if it were a model",
+        route_class_override=LeanRoute,
+    )
     return router
