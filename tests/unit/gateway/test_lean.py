@@ -4,7 +4,7 @@ ends the request, and a cancellation from elsewhere (a shutdown) is not swallowe
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, MutableMapping
 from typing import Any
 
 import pytest
@@ -19,7 +19,7 @@ class Client:
     waits until the client leaves."""
 
     def __init__(self) -> None:
-        self.sent: list[dict[str, Any]] = []
+        self.sent: list[MutableMapping[str, Any]] = []
         self.gone = asyncio.Event()
         self.asked = False
         self.first_chunk = asyncio.Event()
@@ -36,7 +36,7 @@ class Client:
             raise
         return {"type": "http.disconnect"}
 
-    async def send(self, message: dict[str, Any]) -> None:
+    async def send(self, message: MutableMapping[str, Any]) -> None:
         self.sent.append(message)
         if message.get("body"):
             self.first_chunk.set()
