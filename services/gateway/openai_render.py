@@ -11,7 +11,6 @@ decision, ``codelab_events`` (non-streaming only) for events OpenAI has no place
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ import grpc
 from clients.python import SessionStream
 from codelab.v1 import common_pb2 as pb
 from services.gateway.errors import GatewayError, OpenAIError, ProtocolError
+from services.gateway.event_json import dumps
 from services.gateway.mesh import describe
 from services.gateway.translate import event_to_json
 
@@ -259,7 +259,7 @@ class ChunkWriter:
         self.calls = 0
 
     def frame(self, body: JsonObject) -> str:
-        return f"data: {json.dumps(body, ensure_ascii=False, separators=(',', ':'))}\n\n"
+        return f"data: {dumps(body)}\n\n"
 
     def chunk(self, delta: JsonObject, finish_reason: str | None = None) -> str:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
