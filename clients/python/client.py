@@ -10,14 +10,13 @@ import asyncio
 import collections
 from collections.abc import AsyncIterator
 from types import TracebackType
-from typing import cast
+from typing import TypeAlias, cast
 
 import grpc
 from grpc import aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from clients.python.ids import ONCE, new_client_id
-from clients.python.spare import DELAY, MAX_AGE, SpareStream
 from codelab.v1 import (
     access_pb2_grpc,
     admin_pb2_grpc,
@@ -31,7 +30,10 @@ from codelab.v1 import common_pb2 as common
 from services.common import tracing
 from services.common.channels import internal_channel
 from services.common.settings import Settings
+from services.common.spare import DELAY, MAX_AGE, SpareCall
 from services.common.tls import MeshTls
+
+StreamCall: TypeAlias = aio.StreamStreamCall[common.ClientMessage, common.ServerEvent]
 
 
 class SessionStream:
@@ -39,7 +41,7 @@ class SessionStream:
 
     def __init__(
         self,
-        call: aio.StreamStreamCall[common.ClientMessage, common.ServerEvent],
+        call: StreamCall,
         assign_ids: bool = True,
     ):
         self._call = call
@@ -151,14 +153,14 @@ class MeshClient:
             "runtime_pb2_grpc.AgentRuntimeAsyncStub",
             runtime_pb2_grpc.AgentRuntimeStub(self._channels["orchestrator"]),
         )
-        self._spare: SpareStream | None = None
+        self._spare: SpareCall[StreamCall] | None = None
 
     def keep_spare_stream(self, max_age: float = MAX_AGE, delay: float = DELAY) -> None:
-        """Keep a Stream call opened ahead for the next ``open_stream`` (spare.py): for a
-        client that opens streams often. Not with tracing on: a stream's call then opens in
-        its own request's context."""
+        """Keep a Stream call opened ahead for the next ``open_stream``
+        (services/common/spare.py): for a client that opens streams often. Not with tracing
+        on: a stream's call then opens in its own request's context."""
         if not tracing.enabled():
-            self._spare = SpareStream(self.runtime.Stream, max_age, delay)
+            self._spare = SpareCall(self.runtime.Stream, max_age, delay)
 
     @property
     def admin(self) -> admin_pb2_grpc.AgentAdminAsyncStub:

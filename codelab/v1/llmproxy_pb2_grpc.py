@@ -39,6 +39,11 @@ class LlmProxyStub:
                 request_serializer=codelab_dot_v1_dot_llmproxy__pb2.CompleteRequest.SerializeToString,
                 response_deserializer=codelab_dot_v1_dot_llmproxy__pb2.CompleteChunk.FromString,
                 _registered_method=True)
+        self.CompleteAhead = channel.stream_stream(
+                '/codelab.v1.LlmProxy/CompleteAhead',
+                request_serializer=codelab_dot_v1_dot_llmproxy__pb2.CompleteRequest.SerializeToString,
+                response_deserializer=codelab_dot_v1_dot_llmproxy__pb2.CompleteChunk.FromString,
+                _registered_method=True)
         self.Embed = channel.unary_unary(
                 '/codelab.v1.LlmProxy/Embed',
                 request_serializer=codelab_dot_v1_dot_llmproxy__pb2.EmbedRequest.SerializeToString,
@@ -61,6 +66,14 @@ class LlmProxyServicer:
 
     def Complete(self, request, context):
         """Streams one chat completion: reasoning and text deltas, whole tool calls, then `finish`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CompleteAhead(self, request_iterator, context):
+        """Complete on a call opened ahead of need: the call's one message is the request, and it
+        is answered as Complete answers it (a client keeps one open, off its first token's way).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -90,6 +103,11 @@ def add_LlmProxyServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Complete': grpc.unary_stream_rpc_method_handler(
                     servicer.Complete,
+                    request_deserializer=codelab_dot_v1_dot_llmproxy__pb2.CompleteRequest.FromString,
+                    response_serializer=codelab_dot_v1_dot_llmproxy__pb2.CompleteChunk.SerializeToString,
+            ),
+            'CompleteAhead': grpc.stream_stream_rpc_method_handler(
+                    servicer.CompleteAhead,
                     request_deserializer=codelab_dot_v1_dot_llmproxy__pb2.CompleteRequest.FromString,
                     response_serializer=codelab_dot_v1_dot_llmproxy__pb2.CompleteChunk.SerializeToString,
             ),
@@ -134,6 +152,33 @@ class LlmProxy:
             request,
             target,
             '/codelab.v1.LlmProxy/Complete',
+            codelab_dot_v1_dot_llmproxy__pb2.CompleteRequest.SerializeToString,
+            codelab_dot_v1_dot_llmproxy__pb2.CompleteChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CompleteAhead(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/codelab.v1.LlmProxy/CompleteAhead',
             codelab_dot_v1_dot_llmproxy__pb2.CompleteRequest.SerializeToString,
             codelab_dot_v1_dot_llmproxy__pb2.CompleteChunk.FromString,
             options,

@@ -33,6 +33,10 @@ class LlmProxyStub:
     def __new__(cls, channel: _aio.Channel) -> LlmProxyAsyncStub: ...
     Complete: _grpc.UnaryStreamMultiCallable[_llmproxy_pb2.CompleteRequest, _llmproxy_pb2.CompleteChunk]
     """Streams one chat completion: reasoning and text deltas, whole tool calls, then `finish`."""
+    CompleteAhead: _grpc.StreamStreamMultiCallable[_llmproxy_pb2.CompleteRequest, _llmproxy_pb2.CompleteChunk]
+    """Complete on a call opened ahead of need: the call's one message is the request, and it
+    is answered as Complete answers it (a client keeps one open, off its first token's way).
+    """
     Embed: _grpc.UnaryUnaryMultiCallable[_llmproxy_pb2.EmbedRequest, _llmproxy_pb2.EmbedResponse]
     GetUsage: _grpc.UnaryUnaryMultiCallable[_llmproxy_pb2.GetUsageRequest, _llmproxy_pb2.SessionUsage]
     """One session's usage; an empty session_id sums every session."""
@@ -43,6 +47,10 @@ class LlmProxyAsyncStub(LlmProxyStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     Complete: _aio.UnaryStreamMultiCallable[_llmproxy_pb2.CompleteRequest, _llmproxy_pb2.CompleteChunk]  # type: ignore[assignment]
     """Streams one chat completion: reasoning and text deltas, whole tool calls, then `finish`."""
+    CompleteAhead: _aio.StreamStreamMultiCallable[_llmproxy_pb2.CompleteRequest, _llmproxy_pb2.CompleteChunk]  # type: ignore[assignment]
+    """Complete on a call opened ahead of need: the call's one message is the request, and it
+    is answered as Complete answers it (a client keeps one open, off its first token's way).
+    """
     Embed: _aio.UnaryUnaryMultiCallable[_llmproxy_pb2.EmbedRequest, _llmproxy_pb2.EmbedResponse]  # type: ignore[assignment]
     GetUsage: _aio.UnaryUnaryMultiCallable[_llmproxy_pb2.GetUsageRequest, _llmproxy_pb2.SessionUsage]  # type: ignore[assignment]
     """One session's usage; an empty session_id sums every session."""
@@ -56,6 +64,16 @@ class LlmProxyServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_llmproxy_pb2.CompleteChunk], _abc.AsyncIterator[_llmproxy_pb2.CompleteChunk]]:
         """Streams one chat completion: reasoning and text deltas, whole tool calls, then `finish`."""
+
+    @_abc_1.abstractmethod
+    def CompleteAhead(
+        self,
+        request_iterator: _MaybeAsyncIterator[_llmproxy_pb2.CompleteRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_llmproxy_pb2.CompleteChunk], _abc.AsyncIterator[_llmproxy_pb2.CompleteChunk]]:
+        """Complete on a call opened ahead of need: the call's one message is the request, and it
+        is answered as Complete answers it (a client keeps one open, off its first token's way).
+        """
 
     @_abc_1.abstractmethod
     def Embed(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 from collections.abc import AsyncIterator
@@ -20,6 +21,8 @@ from services.llmproxy.tool_names import ToolNames
 from services.llmproxy.upstream import CompletionRequest
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["LlmProxy"].full_name
+REQUEST_SECONDS = 30.0
+"""How long a call opened ahead (CompleteAhead) may wait for its request."""
 DEFAULT_LIST_LIMIT = 100
 MAX_LIST_LIMIT = 1000
 
@@ -150,6 +153,22 @@ class LlmProxyServicer(pb_grpc.LlmProxyServicer):
         upstream = self.upstream.complete(request.session_id, request.purpose, domain)
         async for chunk in coalesced(upstream):
             yield output_to_proto(chunk, names)
+
+    async def CompleteAhead(
+        self,
+        request_iterator: AsyncIterator[pb.CompleteRequest],
+        context: aio.ServicerContext[Any, Any],
+    ) -> AsyncIterator[pb.CompleteChunk]:
+        """``Complete`` on a call opened before its request: the call's first message is
+        the request (read within ``REQUEST_SECONDS``); a call closed unused ends empty."""
+        try:
+            request = await asyncio.wait_for(anext(request_iterator), REQUEST_SECONDS)
+        except StopAsyncIteration:
+            return
+        except TimeoutError:
+            raise InvalidInput(f"no request within {REQUEST_SECONDS:g} s") from None
+        async for chunk in self.Complete(request, context):
+            yield chunk
 
     async def Embed(
         self, request: pb.EmbedRequest, context: aio.ServicerContext[Any, Any]

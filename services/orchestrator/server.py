@@ -18,7 +18,7 @@ from codelab.v1 import (
     sources_pb2_grpc,
     toolsearch_pb2_grpc,
 )
-from services.common import db
+from services.common import db, tracing
 from services.common.channels import mesh_channel
 from services.common.key_hashing import key_hash, shown_prefix
 from services.common.probes import health_probe
@@ -95,6 +95,7 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         deadline=settings.llm_timeout * (settings.llm_max_retries + 1) + 30,
         turn_retries=settings.llm_turn_retries,
         meter=limits,
+        ahead=not tracing.enabled(),  # with tracing, each call opens in its span's context
     )
     hitl = HitlClient(cast("hitl_pb2_grpc.HitlAsyncStub", hitl_pb2_grpc.HitlStub(channels["hitl"])))
     toolsearch = cast(
@@ -191,6 +192,7 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
     # channels they use go away.
     for channel in channels.values():
         server.on_stop.append(channel.close)
+    server.on_stop.append(llm.close)
     server.on_stop.append(instances.close)
     server.on_stop.append(hub.close)
     server.on_stop.append(runtime.close)

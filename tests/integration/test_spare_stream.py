@@ -1,4 +1,4 @@
-"""A Stream call opened ahead for the next stream (clients/python/spare.py), over a real
+"""A Stream call opened ahead for the next stream (services/common/spare.py), over a real
 orchestrator: taken and used for a turn, replaced, closed when unused, never handed out
 once it ended."""
 
@@ -11,9 +11,10 @@ from collections.abc import AsyncIterator
 import pytest
 
 from clients.python import MeshClient
-from clients.python.spare import Call, SpareStream
+from clients.python.client import StreamCall as Call
 from codelab.v1 import common_pb2 as pb
 from services.common.db import create_pool
+from services.common.spare import SpareCall
 from services.orchestrator import server as orchestrator
 from services.orchestrator.transport import servicer
 from tests.support.mesh import Mesh, running_mesh, wait_serving
@@ -25,7 +26,7 @@ async def mesh(database_url: str) -> AsyncIterator[Mesh]:
         yield running
 
 
-def counted(client: MeshClient, opened: list[Call]) -> SpareStream:
+def counted(client: MeshClient, opened: list[Call]) -> SpareCall[Call]:
     """A spare over ``client``'s orchestrator that lists every call it opens."""
 
     def open_call() -> Call:
@@ -33,7 +34,7 @@ def counted(client: MeshClient, opened: list[Call]) -> SpareStream:
         opened.append(call)
         return call
 
-    return SpareStream(open_call, max_age=0.5, delay=0.01)
+    return SpareCall(open_call, max_age=0.5, delay=0.01)
 
 
 async def turn(mesh: Mesh, client: MeshClient, session_id: str, text: str) -> str:

@@ -19,6 +19,7 @@ from services.common.channels import internal_channel
 from services.common.errors import ServiceError
 from services.common.server import ServiceDeps, create_server
 from services.common.settings import Settings
+from services.llmproxy.servicer import LlmProxyServicer
 from services.orchestrator.peers.llm import LlmClient
 from tests.support.mesh import INTERNAL_KEY
 
@@ -58,6 +59,10 @@ class ScriptedProxy(pb_grpc.LlmProxyServicer):
     replies: list[Reply] = field(default_factory=list)
     requests: list[pb.CompleteRequest] = field(default_factory=list)
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    ahead: list[pb.CompleteRequest] = field(default_factory=list)
+    """The requests that came on calls opened ahead (CompleteAhead), in order."""
+    refuse_ahead: int = 0
+    """Calls opened ahead to end UNAVAILABLE once their request is read (a stale call)."""
 
     def play(self, *replies: Reply) -> None:
         self.replies.extend(replies)
@@ -80,6 +85,22 @@ class ScriptedProxy(pb_grpc.LlmProxyServicer):
         if reply.status is not None:
             await context.abort(reply.status, "llmproxy failed")
 
+    async def CompleteAhead(
+        self, request_iterator: AsyncIterator[pb.CompleteRequest], context: Any
+    ) -> AsyncIterator[pb.CompleteChunk]:
+        """llmproxy's own CompleteAhead over this proxy's Complete, noting its requests."""
+
+        async def noted() -> AsyncIterator[pb.CompleteRequest]:
+            async for request in request_iterator:
+                self.ahead.append(request)
+                if self.refuse_ahead:
+                    self.refuse_ahead -= 1
+                    await context.abort(grpc.StatusCode.UNAVAILABLE, "connection lost")
+                yield request
+
+        async for chunk in LlmProxyServicer.CompleteAhead(self, noted(), context):  # type: ignore[arg-type]
+            yield chunk
+
     async def Embed(self, request: pb.EmbedRequest, context: Any) -> pb.EmbedResponse:
         raise Unscripted("Embed")
 
@@ -92,9 +113,10 @@ class ScriptedProxy(pb_grpc.LlmProxyServicer):
 
 @contextlib.asynccontextmanager
 async def scripted_llm(
-    deadline: float = 10.0, turn_retries: int = 3
+    deadline: float = 10.0, turn_retries: int = 3, *, ahead: bool = False
 ) -> AsyncIterator[tuple[ScriptedProxy, LlmClient]]:
-    """A running scripted llmproxy and an LlmClient that talks to it."""
+    """A running scripted llmproxy and an LlmClient that talks to it (keeping a call open
+    ahead when ``ahead``)."""
     proxy = ScriptedProxy()
     deps = ServiceDeps(
         name="llmproxy",
@@ -105,8 +127,10 @@ async def scripted_llm(
     await server.start()
     channel: aio.Channel = internal_channel(f"127.0.0.1:{port}", INTERNAL_KEY)
     stub = cast("pb_grpc.LlmProxyAsyncStub", pb_grpc.LlmProxyStub(channel))
+    client = LlmClient(stub, deadline, turn_retries, ahead=ahead)
     try:
-        yield proxy, LlmClient(stub, deadline, turn_retries)
+        yield proxy, client
     finally:
+        await client.close()
         await channel.close()
         await server.stop(0)

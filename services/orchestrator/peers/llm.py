@@ -9,9 +9,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 import grpc
+from grpc import aio
 
 from codelab.v1 import llmproxy_pb2 as pb
 from codelab.v1 import llmproxy_pb2_grpc as pb_grpc
@@ -23,12 +24,16 @@ from services.common.model_stream import (
     ReasoningPiece,
     TextPiece,
 )
+from services.common.spare import MAX_AGE, SpareCall
 from services.orchestrator import spans
 from services.orchestrator.errors import LlmFailure
 from services.orchestrator.state.store import StoredMessage
 from services.orchestrator.turn.toolbox import ToolSpec
 
 log = logging.getLogger(__name__)
+
+AheadCall: TypeAlias = aio.StreamStreamCall[pb.CompleteRequest, pb.CompleteChunk]
+ModelCallStream: TypeAlias = AheadCall | aio.UnaryStreamCall[pb.CompleteRequest, pb.CompleteChunk]
 
 RESTART_ATTEMPTS = 6
 """Calls while llmproxy itself restarts (the transport fails, no error code)."""
@@ -115,7 +120,9 @@ class Meter(Protocol):
 
 class LlmClient:
     """Streams completions through llmproxy; with a ``meter``, each call is admitted
-    first (refused once the key's day budget is spent) and counted when it finishes."""
+    first (refused once the key's day budget is spent) and counted when it finishes.
+    With ``ahead``, a call is kept open ahead of the next model call (CompleteAhead,
+    see services/common/spare.py); a call that finds none opens Complete."""
 
     def __init__(
         self,
@@ -123,12 +130,25 @@ class LlmClient:
         deadline: float,
         turn_retries: int = 3,
         meter: Meter | None = None,
+        *,
+        ahead: bool = False,
     ) -> None:
         self.stub = stub
         self.deadline = deadline
         self.turn_retries = turn_retries
         """Retries of a turn's model call that failed before its first token."""
         self.meter = meter
+        self._spare: SpareCall[AheadCall] | None = None
+        if ahead:
+            # A spare's deadline runs from its opening, at most MAX_AGE before its use:
+            # never shorter than a new call's.
+            self._spare = SpareCall(lambda: stub.CompleteAhead(timeout=deadline + MAX_AGE))
+            self._spare.prime()
+
+    async def close(self) -> None:
+        """Close the call kept ahead; open no more."""
+        if self._spare is not None:
+            self._spare.close()
 
     @spans.model_call
     async def complete(
@@ -171,12 +191,16 @@ class LlmClient:
         retries = self.turn_retries if purpose != "classification" else 0
         started = False
         attempt = 0
+        ahead = self._spare is not None
         while True:
-            call = self.stub.Complete(request, timeout=self.deadline)
-            if sent is not None:
-                sent()
-                sent = None
+            spare = self._spare.take_spare() if self._spare is not None and ahead else None
+            call: ModelCallStream = spare or self.stub.Complete(request, timeout=self.deadline)
             try:
+                if spare is not None:
+                    await spare.write(request)
+                if sent is not None:
+                    sent()
+                    sent = None
                 async for chunk in call:
                     started = True
                     output = output_from_proto(chunk)
@@ -189,7 +213,18 @@ class LlmClient:
                         )
                     yield output
                 return
-            except grpc.aio.AioRpcError as error:
+            except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as failure:
+                ended = not isinstance(failure, grpc.aio.AioRpcError) or (
+                    failure.code() in _TRANSPORT and not error_code(failure)
+                )
+                if spare is not None and not started and ended:
+                    # The call kept ahead had ended (its llmproxy went away), not the
+                    # request: ask again at once on a new call.
+                    ahead = False
+                    continue
+                if not isinstance(failure, grpc.aio.AioRpcError):
+                    raise
+                error = failure
                 code = error_code(error)
                 delay = None if started else retry_delay(error.code(), code, attempt, retries)
                 if delay is not None:

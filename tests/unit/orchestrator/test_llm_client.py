@@ -40,9 +40,10 @@ HELLO = [StoredMessage("user", "hello")]
 S = grpc.StatusCode
 
 
-@pytest.fixture
-async def llm() -> AsyncIterator[tuple[ScriptedProxy, LlmClient]]:
-    async with scripted_llm() as running:
+@pytest.fixture(params=[False, True], ids=["new-call", "kept-ahead"])
+async def llm(request: pytest.FixtureRequest) -> AsyncIterator[tuple[ScriptedProxy, LlmClient]]:
+    """Each behaviour holds for a call opened for the request and one kept ahead."""
+    async with scripted_llm(ahead=request.param) as running:
         yield running
 
 
@@ -249,3 +250,37 @@ async def test_sent_is_called_once_before_the_first_piece_and_not_on_retries(
         seen.append(type(out).__name__)
     assert seen == ["sent", "TextPiece", "ModelFinished"]
     assert len(proxy.requests) == 2  # the retry did not call it again
+
+
+async def test_a_call_kept_ahead_carries_each_next_request() -> None:
+    async with scripted_llm(ahead=True) as (proxy, client):
+        assert await answer(client) == [TextPiece("ok"), ModelFinished("stop", 7, 3, "m-1")]
+        await asyncio.sleep(0.2)  # its replacement opens meanwhile
+        assert (await answer(client))[0] == TextPiece("ok")
+        assert [r.messages[0].content for r in proxy.ahead] == ["hello", "hello"]
+        assert proxy.ahead == proxy.requests
+
+
+async def test_a_call_kept_ahead_that_was_lost_is_replaced_by_a_new_one_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # No restart retries: the answer can only come from asking again on a new call.
+    monkeypatch.setattr(llm_module, "RESTART_ATTEMPTS", 1)
+    async with scripted_llm(ahead=True, turn_retries=0) as (proxy, client):
+        proxy.refuse_ahead = 1
+        seen: list[str] = []
+        async for out in client.complete("s1", HELLO, sent=lambda: seen.append("sent")):
+            seen.append(type(out).__name__)
+        assert seen == ["sent", "TextPiece", "ModelFinished"]
+        assert len(proxy.ahead) == 1  # refused before it reached Complete
+        assert len(proxy.requests) == 1  # the new call's
+
+
+async def test_without_a_call_kept_ahead_a_lost_call_is_llm_proxy_unavailable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(llm_module, "RESTART_ATTEMPTS", 1)
+    async with scripted_llm(turn_retries=0) as (proxy, client):
+        proxy.play(Reply((), status=S.UNAVAILABLE))
+        assert (await failure(client)).code == "LLM_PROXY_UNAVAILABLE"
+        assert proxy.ahead == []
