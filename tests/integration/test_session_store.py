@@ -5,6 +5,7 @@ claims an unclaimed client message id in the same statement."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import asyncpg
 import pytest
@@ -19,6 +20,7 @@ from services.orchestrator.state.store import (
     RowChanges,
     SessionStore,
     StoredMessage,
+    Summary,
     SwitchRow,
     TurnStart,
     Unclaimed,
@@ -245,6 +247,40 @@ async def test_a_model_calls_history_and_hand_over_are_one_read(pool: Pool) -> N
     assert [(m.role, m.content) for m in history] == [("user", "hello")]
     assert handover["metadata"] == {"user_preferences": "tabs"}
     assert await store.context("read") == history
+
+
+async def test_a_user_messages_turn_start_reads_what_its_model_call_reads(pool: Pool) -> None:
+    """``begin_turn`` with ``read_context``: the same history (every field) and hand-over
+    as ``turn_context``, a summary, tool calls and reasoning included; none unless asked,
+    and none when the delivery is a repeat."""
+    store = SessionStore(pool)
+    await store.attach("ctx", "u1", "coder")
+    await store.set_context_metadata("ctx", {"user_preferences": "tabs"})
+    await store.add_message("ctx", StoredMessage("user", "old news"))
+    first = await pool.fetchval(
+        "select min(id) from orchestrator.messages where session_id = 'ctx'"
+    )
+    await store.add_summary("ctx", Summary(first, first, 1, "the user said old news", 6))
+    await store.add_message("ctx", StoredMessage("user", "read a.py"))
+    asked = [{"id": "call-1", "name": "read_file", "arguments": '{"path": "a.py"}'}]
+    await store.add_message("ctx", StoredMessage("assistant", "", tool_calls=asked, reasoning="hm"))
+    tool = StoredMessage("tool", '{"content": "x = 1"}', name="read_file", tool_call_id="call-1")
+    await store.add_message("ctx", tool)
+    expected = await store.turn_context("ctx")
+    assert [m.role for m in expected[0]] == ["summary", "user", "assistant", "tool"]
+    start = await store.begin_turn("ctx", None, [], read_context=True)
+    assert isinstance(start, TurnStart) and start.context is not None
+    history, handover = start.context
+    assert [dataclasses.asdict(m) for m in history] == [dataclasses.asdict(m) for m in expected[0]]
+    assert history[2].tool_calls == asked and history[2].reasoning == "hm"
+    assert handover == expected[1] and handover["metadata"] == {"user_preferences": "tabs"}
+    plain = await store.begin_turn("ctx", None, [])
+    assert isinstance(plain, TurnStart) and plain.context is None
+    claim = Unclaimed("m-1", "user_message", False)
+    assert isinstance(await store.begin_turn("ctx", None, [], claim, read_context=True), TurnStart)
+    await store.add_message("ctx", StoredMessage("user", "again"), applies=("m-1", 3))
+    again = await store.begin_turn("ctx", None, [], claim, read_context=True)
+    assert again == Repeated(3)
 
 
 async def test_a_tool_results_turn_start_reads_the_call_it_answers(pool: Pool) -> None:

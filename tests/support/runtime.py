@@ -23,8 +23,7 @@ from services.orchestrator.session.runtime import Runtime
 from services.orchestrator.session.tool_timeouts import ToolTimeouts
 from services.orchestrator.state import events
 from services.orchestrator.state.hub import SessionHub
-from services.orchestrator.state.store import SessionStore, StoredMessage, TurnStart
-from services.orchestrator.turn.loop import ReadAhead
+from services.orchestrator.state.store import SessionStore, StoredMessage, TurnContext, TurnStart
 from services.orchestrator.turn.toolbox import ToolSpec
 
 T = TypeVar("T")
@@ -43,17 +42,15 @@ class Turns:
         self.last_done: dict[str, str] = {}
         self.status = "completed"
         self.turns_over: list[str] = []
+        self.contexts: list[TurnContext | None] = []
+        """What each handled message's start read for a model call (user messages only)."""
 
     @staticmethod
     def background(work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
         return asyncio.create_task(work)
 
-    def read_ahead(self, sid: str) -> ReadAhead:
-        return ReadAhead(None)
-
-    def begin(self, sid: str, start: TurnStart, ahead: ReadAhead | None) -> None:
-        if ahead is not None:
-            ahead.cancel()
+    def begin(self, sid: str, start: TurnStart) -> None:
+        self.contexts.append(start.context)
 
     def end(self, sid: str) -> tuple[int, int]:
         return (0, 0)  # no model calls here, so no tool token counts

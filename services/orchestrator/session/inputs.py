@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 
 from codelab.v1 import common_pb2 as pb
 from services.common.errors import ServiceError
@@ -40,16 +39,6 @@ from services.orchestrator.turn.model_step import TurnWrites
 from services.orchestrator.turn.patch_review import REVIEW_TOOL, review_outcome
 
 log = logging.getLogger(__name__)
-
-
-async def after_read(
-    read: asyncio.Task[object] | None, write: Callable[[], Awaitable[None]]
-) -> None:
-    """Run ``write`` once ``read`` has finished, however it ended: a turn's user message
-    must not land in the history read beside the turn's start (it would be sent twice)."""
-    if read is not None:
-        await asyncio.wait([read])
-    await write()
 
 
 async def _all(*writes: Awaitable[None] | None) -> None:
@@ -149,8 +138,8 @@ class Inputs:
         user = StoredMessage("user", message.content)
         # Written at once (the message is claimed: a process dying before it is stored would
         # lose it); its turn's first event commits after it (``ready``) and flushes it too.
-        write = functools.partial(loop.store.add_message, sid, user, flush=False, applies=applies)
-        stored = loop.background(after_read(history, write))
+        # The history was read by the turn's start, so it does not hold the message twice.
+        stored = loop.background(loop.store.add_message(sid, user, flush=False, applies=applies))
         # The switch, the pin and the first call's tool counts: one write of the session's
         # row, started once the first model request is sent (the first event flushes it).
         row = RowChanges()
@@ -162,13 +151,8 @@ class Inputs:
             template, row.pin = await loop.resolve(sid, to.agent)
             row.switch = await loop.switching(sid, to)
             if history is not None:
-                try:
-                    first = FirstStep(template, [*(await history)[0], user], ready)
-                except ServiceError:
-                    first = None
-                if first is not None:
-                    await loop.advance(sid, first)
-                    return
+                await loop.advance(sid, FirstStep(template, [*history, user], ready))
+                return
             await ready.wait()
         finally:
             ready.start()  # the switch is recorded however the turn went

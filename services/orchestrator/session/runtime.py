@@ -36,7 +36,6 @@ from services.orchestrator.state.session_states import TERMINAL, SessionState, s
 from services.orchestrator.state.store import Repeated, SessionStore, TurnStart, Unclaimed
 from services.orchestrator.turn.executors.ide import tool_call_event
 from services.orchestrator.turn.executors.plans import PlanDecision
-from services.orchestrator.turn.loop import ReadAhead
 
 log = logging.getLogger(__name__)
 
@@ -358,22 +357,19 @@ class Runtime:
             if begun is None:
                 return  # a repeat: answered, nothing began
             marked = True
-            await self._run_begun(sid, user_id, item, *begun)
+            await self._run_begun(sid, user_id, item, begun)
         finally:
             self._handling.pop(sid, None)
             if marked:
                 self._live.get(sid, set()).discard(cid or "")
 
-    async def _begin(
-        self, sid: str, item: Item, unclaimed: str | None
-    ) -> tuple[TurnStart, ReadAhead | None] | None:
+    async def _begin(self, sid: str, item: Item, unclaimed: str | None) -> TurnStart | None:
         """The turn's first statement (claiming ``unclaimed`` in it); None when that id was
         delivered before and this delivery is not to be applied (answered here)."""
         research = SessionState.RESEARCHING
         # A user message's first model call needs the history and the hand-over context:
-        # read them beside the start.
+        # the same statement reads them.
         is_user = isinstance(item, pb.ClientMessage) and item.HasField("user_message")
-        ahead = self.inputs.loop.read_ahead(sid) if is_user else None
         claim = None
         if unclaimed is not None:
             claim = Unclaimed(unclaimed, kind_of(item), unclaimed in self._live.get(sid, ()))
@@ -385,26 +381,23 @@ class Runtime:
                 [state.value for state in sources_of(research)],
                 claim,
                 _answered_call(item),
+                read_context=is_user,
             )
         finally:
             # No await between this and the live mark below: a repeat sees the id either
             # unclaimed or live.
             self._unclaimed.get(sid, set()).discard(unclaimed or "")
-            if ahead is not None and not isinstance(start, TurnStart):
-                ahead.cancel()
         if isinstance(start, Repeated):
             assert unclaimed is not None
             await self._duplicate(sid, unclaimed, start.first_seq)
             return None
         if unclaimed is not None:
             self._live.setdefault(sid, set()).add(unclaimed)
-        return start, ahead
+        return start
 
-    async def _run_begun(
-        self, sid: str, user_id: str, item: Item, start: TurnStart, ahead: ReadAhead | None
-    ) -> None:
+    async def _run_begun(self, sid: str, user_id: str, item: Item, start: TurnStart) -> None:
         loop = self.inputs.loop
-        loop.begin(sid, start, ahead)
+        loop.begin(sid, start)
         agent = start.session.current_agent
         version = start.session.agent_versions.get(agent)
         agent = agent if self.agents.has(agent) or version else self.agents.entry

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -64,6 +65,9 @@ class TurnStart:
     """The call a tool result answers, looked up by the same statement: ``call``, its row
     as the ledger reads it (None: no such call in the session or its delegates)."""
     call: Mapping[str, Any] | None = None
+    context: TurnContext | None = None
+    """What the first model call reads (``turn_context``), when asked: read by the same
+    statement, before the turn's own writes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +85,39 @@ class Repeated:
     """``begin_turn`` found the message's id claimed by an earlier delivery: nothing began."""
 
     first_seq: int | None
+
+
+TurnContext = tuple[list["StoredMessage"], Mapping[str, Any]]
+"""The history a model call reads and the raw hand-over context (see turn/handover.py)."""
+
+_CONTEXT_FIELDS = (
+    "id",
+    "role",
+    "content",
+    "name",
+    "tool_calls",
+    "tool_call_id",
+    "created_at",
+    "tokens",
+    "reasoning",
+    "reasoning_tokens",
+    "covers_from",
+    "covered",
+)
+
+
+def context_of(rows: Sequence[Sequence[Any]], *, json_text: bool = False) -> TurnContext:
+    """``turn_context``'s rows, in its column order: the first carries the hand-over
+    context, the others the history. ``json_text``: their JSON columns are text (the
+    tuples of ``begin_turn``'s array)."""
+    messages = []
+    for row in rows[1:]:
+        fields = dict(zip(_CONTEXT_FIELDS, row, strict=False))
+        if json_text and fields["tool_calls"] is not None:
+            fields["tool_calls"] = json.loads(fields["tool_calls"])
+        messages.append(StoredMessage(**fields))
+    handover = rows[0][-1]
+    return messages, json.loads(handover) if json_text else handover
 
 
 class SwitchRow(NamedTuple):
@@ -273,17 +310,12 @@ class SessionStore:
         is one, then every message after the ones it covers."""
         return (await self.turn_context(session_id))[0]
 
-    async def turn_context(self, session_id: str) -> tuple[list[StoredMessage], Mapping[str, Any]]:
+    async def turn_context(self, session_id: str) -> TurnContext:
         """``context`` and, read by the same statement, the raw hand-over context (see
         turn/handover.py)."""
         async with db_errors("read history", "DB_READ_ERROR"):
             rows = await self.pool.fetch(QUERIES["context"], session_id)
-        messages = []
-        for row in rows[1:]:  # the first is the hand-over's
-            fields = dict(row)
-            del fields["handover"]
-            messages.append(StoredMessage(**fields))
-        return messages, rows[0]["handover"]
+        return context_of(rows)
 
     async def add_summary(self, session_id: str, summary: Summary) -> None:
         async with db_errors("save summary", "DB_WRITE_ERROR"):
@@ -348,11 +380,14 @@ class SessionStore:
         sources: Sequence[str],
         claim: Unclaimed | None = None,
         call_id: str | None = None,
+        *,
+        read_context: bool = False,
     ) -> TurnStart | Repeated:
         """Mark the turn running (and move the session to ``move_to`` when one of
         ``sources`` allows it), reading what the turn needs, in one round trip. ``claim``:
         the message's id is claimed in the same statement, and a repeat begins nothing;
-        ``call_id``: the call a tool result answers, read too."""
+        ``call_id``: the call a tool result answers, read too; ``read_context``: what the
+        first model call reads, read too (``TurnStart.context``)."""
         cid, kind, live = (claim.client_id, claim.kind, claim.live) if claim else (None, "", False)
         async with db_errors("start turn", "DB_WRITE_ERROR"):
             row = await self.pool.fetchrow(
@@ -365,6 +400,7 @@ class SessionStore:
                 kind,
                 live,
                 call_id,
+                read_context,
             )
         if not row["applies"]:
             return Repeated(row["earlier_seq"])
@@ -378,6 +414,7 @@ class SessionStore:
             (parent, row["parent_call_id"]) if parent else None,
             call_id,
             row["call"],
+            context_of(row["context"], json_text=True) if row["context"] is not None else None,
         )
 
     async def end_turn(

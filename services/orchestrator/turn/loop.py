@@ -8,7 +8,6 @@ so a message arriving later (or at another process) resumes exactly where it sto
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import logging
@@ -44,7 +43,13 @@ from services.orchestrator.turn.executors.plans import PlanRunner
 from services.orchestrator.turn.executors.system_tools import SystemTools
 from services.orchestrator.turn.families import FamilyMap
 from services.orchestrator.turn.file_rules import check_paths
-from services.orchestrator.turn.handover import Handover, SessionContext, handover_for, read_turn
+from services.orchestrator.turn.handover import (
+    Handover,
+    SessionContext,
+    handover_for,
+    read_turn,
+    session_context,
+)
 from services.orchestrator.turn.ledger import Ledger, LedgerCall
 from services.orchestrator.turn.model_step import ModelCall, ModelStep, TurnWrites
 from services.orchestrator.turn.port import Executor
@@ -61,22 +66,14 @@ from services.orchestrator.turn.toolbox import Toolbox
 log = logging.getLogger(__name__)
 
 
-TurnRead = asyncio.Task[tuple[list[StoredMessage], SessionContext]]
-
-
 @dataclass
 class ReadAhead:
-    """The read started beside a user message's start: its history and its context are
-    each taken once, by their first use, which awaits the read itself (a task per half
-    in between cost the loop two more turns before the first model request)."""
+    """What a user message's first model call reads, read by its turn's first statement
+    (``begin_turn``): its history and its hand-over context, each taken once by its first
+    use."""
 
-    read: TurnRead | None
-    history_taken: bool = False
-    context_taken: bool = False
-
-    def cancel(self) -> None:
-        if self.read is not None:
-            self.read.cancel()
+    history: list[StoredMessage] | None
+    context: SessionContext | None
 
 
 class Switch(NamedTuple):
@@ -185,21 +182,17 @@ class AgentLoop:
         parent = self._parents[sid]
         return parent[0] if parent else sid
 
-    def read_ahead(self, sid: str) -> ReadAhead:
-        """Start reading what a user message's first model call needs, beside its start
-        (one statement; each half is taken on its own)."""
-        return ReadAhead(background(read_turn(self.store, sid)))
-
-    def begin(self, sid: str, start: TurnStart, ahead: ReadAhead | None) -> None:
-        """A message of ``sid`` is being handled; ``start`` is what its turn read and
-        ``ahead`` what was read beside it (for a user message)."""
+    def begin(self, sid: str, start: TurnStart) -> None:
+        """A message of ``sid`` is being handled; ``start`` is what its turn read (for a
+        user message, what its first model call reads too)."""
         self._rows[sid] = start.session
         self._parents[sid] = start.parent
         self._starts[sid] = start
         if not start.running_plan:
             self.ledger.no_running_plan(sid)
-        if ahead is not None:
-            self._ahead[sid] = ahead
+        if start.context is not None:
+            history, raw = start.context
+            self._ahead[sid] = ReadAhead(history, session_context(raw))
 
     def count_later(self, sid: str, offered: int, everything: int) -> bool:
         """Keep a model call's tool token counts for the end of the message ``sid`` is
@@ -216,9 +209,7 @@ class AgentLoop:
         self._starts.pop(sid, None)
         self._switched.drop_family(sid)
         self._parents.drop_family(sid)
-        ahead = self._ahead.pop(sid, None)
-        if ahead is not None:
-            ahead.cancel()
+        self._ahead.pop(sid, None)
         for key in {sid, *self._rows.drop_family(sid)}:  # the session's, and its delegates'
             self.ledger.forget(key)
         return self._counts.pop(sid, (0, 0))
@@ -227,14 +218,13 @@ class AgentLoop:
         """What the message being handled read at its start (None outside one)."""
         return self._starts.get(sid)
 
-    def take_history(self, sid: str) -> TurnRead | None:
-        """The read beside the message's start, for its history, once (None when not
-        read); its result is (history, context)."""
+    def take_history(self, sid: str) -> list[StoredMessage] | None:
+        """The history read with the message's start, once (None when not read)."""
         ahead = self._ahead.get(sid)
-        if ahead is None or ahead.read is None or ahead.history_taken:
+        if ahead is None:
             return None
-        ahead.history_taken = True
-        return ahead.read
+        history, ahead.history = ahead.history, None
+        return history
 
     def new_turn(self, sid: str) -> None:
         """A user's message starts a turn: its per-turn budget starts from zero."""
@@ -413,9 +403,8 @@ class AgentLoop:
         Postgres: the one in memory is the latest."""
         if context is None:
             ahead = self._ahead.get(sid)
-            if ahead is not None and ahead.read is not None and not ahead.context_taken:
-                ahead.context_taken = True  # the first call's, read ahead
-                context = (await ahead.read)[1]
+            if ahead is not None and ahead.context is not None:
+                context, ahead.context = ahead.context, None  # the first call's, read ahead
             else:
                 context = (await read_turn(self.store, sid))[1]
         handover = handover_for(context, agent)

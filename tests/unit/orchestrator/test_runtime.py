@@ -41,6 +41,19 @@ async def test_a_sessions_messages_run_one_at_a_time_in_order(runtime: Runtime) 
     ]
 
 
+async def test_only_a_user_messages_start_reads_what_its_model_call_reads(
+    runtime: Runtime,
+) -> None:
+    await runtime.submit("s1", "u1", said("hello"))
+    await dones(runtime, "s1", 1)
+    await runtime.submit("s1", "u1", CANCEL)
+    await dones(runtime, "s1", 2)
+    user, cancel = turns(runtime).contexts
+    assert user is not None and cancel is None
+    history, handover = user
+    assert history == [] and handover["files_modified"] == []  # a new session's
+
+
 async def test_a_turn_moves_the_session_by_how_it_ended(runtime: Runtime, pool: Pool) -> None:
     turns(runtime).status = "awaiting_user"
     await runtime.submit("s1", "u1", said("which file?"))

@@ -19,12 +19,11 @@ from tests.support.runtime import until
 
 
 async def start_turn(routing: Routing, sid: str) -> None:
-    """What the runtime does before handing a user message over: the turn's start, with
-    the history and hand-over context read beside it."""
-    loop = routing.inputs.loop
-    start = await routing.store.begin_turn(sid, None, [])
+    """What the runtime does before handing a user message over: the turn's start, which
+    reads the history and hand-over context too."""
+    start = await routing.store.begin_turn(sid, None, [], read_context=True)
     assert isinstance(start, TurnStart)
-    loop.begin(sid, start, loop.read_ahead(sid))
+    routing.inputs.loop.begin(sid, start)
 
 
 async def logged(routing: Routing, sid: str) -> list[str]:

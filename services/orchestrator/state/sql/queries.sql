@@ -75,54 +75,8 @@ where session_id = $1
 order by id;
 
 -- name: context
--- What a model call reads, in one round trip. First (id -1, role 'handover') the hand-over
--- context the agent now serving the session is told (seed 000), in `handover`: the last
--- switch, the latest failed call among the last five, the files written, the running plan's
--- steps and the client's metadata. Then the latest summary (id 0) and the messages after
--- the ones it covers. The budget check sums `tokens` (and `reasoning_tokens` for a template
--- that sends reasoning back): nothing is re-counted.
-with summary as (
-    select covers_from, covers_to, messages, content, tokens, created_at
-    from orchestrator.summaries
-    where session_id = $1
-    order by id desc
-    limit 1
-)
-select -1::bigint as id, 'handover' as role, '' as content, null::text as name,
-       null::jsonb as tool_calls, null::text as tool_call_id, now() as created_at, 0 as tokens,
-       null::text as reasoning, 0 as reasoning_tokens, null::bigint as covers_from,
-       0 as covered,
-       jsonb_build_object(
-           'last_switch',
-           (select jsonb_build_object('from_agent', w.from_agent, 'to_agent', w.to_agent,
-                                      'reason', w.reason)
-            from orchestrator.agent_switches w where w.session_id = $1
-            order by w.id desc limit 1),
-           'last_error',
-           (select r.result ->> 'content'
-            from (select c.state, c.result from orchestrator.tool_calls c
-                  where c.session_id = $1 order by c.position desc limit 5) r
-            where r.state = 'failed' limit 1),
-           'files_modified',
-           (select coalesce(jsonb_agg(a.path order by a.path), '[]'::jsonb)
-            from (select distinct path from orchestrator.artifacts where session_id = $1) a),
-           'plan_steps',
-           (select p.steps from orchestrator.plans p
-            where p.session_id = $1 and p.status = 'running'
-            order by p.created_at desc limit 1),
-           'metadata',
-           (select s.context_metadata from orchestrator.sessions s where s.session_id = $1)
-       ) as handover
-union all
-select 0::bigint, 'summary', content, null::text, null::jsonb, null::text, created_at, tokens,
-       null::text, 0, covers_from, messages, null::jsonb
-from summary
-union all
-select id, role, content, name, tool_calls, tool_call_id, created_at, tokens, reasoning,
-       reasoning_tokens, null::bigint, 0, null::jsonb
-from orchestrator.messages
-where session_id = $1 and id > coalesce((select covers_to from summary), 0)
-order by id;
+-- What a model call reads (the function's comment, migration 0017, says what).
+select * from orchestrator.turn_context($1) order by id;
 
 -- name: add_summary
 insert into orchestrator.summaries
@@ -436,6 +390,9 @@ where session_id = $1 order by started_at;
 -- id, or an earlier claim never started and is not live in this process ($7: it is). Else
 -- nothing changes and the row says so (applies false, the earlier claim's first_seq).
 -- $8: the call a tool result answers (null: none), read as `find_call_in_tree` reads it.
+-- $9: also read what the turn's first model call reads (`turn_context`, with this
+-- statement's snapshot: the turn's own writes come after it), as an array of its rows
+-- (their JSON as text: a record's fields come in binary, past the pool's JSON codec).
 -- Committed without waiting for the WAL flush (synchronous_commit off for this statement's
 -- transaction only): nothing of the turn reaches a client before an event commits, and that
 -- commit flushes the WAL up to and including this one (see docs/decisions.md).
@@ -493,7 +450,14 @@ select (select yes from applies) as applies, (select first_seq from earlier) as 
         from orchestrator.tool_calls c
         join orchestrator.sessions k on k.session_id = c.session_id
         where $8::text is not null and c.call_id = $8
-          and (c.session_id = $1 or k.parent_session_id = $1)) as call
+          and (c.session_id = $1 or k.parent_session_id = $1)) as call,
+       case when $9::bool and m.session_id is not null then
+           (select array_agg((t.id, t.role, t.content, t.name, t.tool_calls::text,
+                              t.tool_call_id, t.created_at, t.tokens, t.reasoning,
+                              t.reasoning_tokens, t.covers_from, t.covered, t.handover::text)
+                             order by t.id)
+            from orchestrator.turn_context($1) t)
+       end as context
 from no_flush left join moved m on true;
 
 -- name: end_turn
