@@ -136,7 +136,7 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
         tags=["agent"],
         route_class_override=LeanRoute,
     )
-    app.include_router(openai_api.build_router(client, auth, settings))
+    openai_api.install(app, client, auth, settings)
     app.include_router(build_router(client, auth))
     install_admin(app, client, auth, keys)
 

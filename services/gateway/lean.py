@@ -13,8 +13,8 @@ whose cancel formats the task's repr). Per-sample A/B in docs/decisions.md.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, cast
 
 from fastapi.routing import APIRoute
 from starlette.requests import Request
@@ -25,7 +25,11 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 class LeanRoute(APIRoute):
-    """An ``APIRoute`` whose endpoint takes the ``Request`` and returns a ``Response``."""
+    """An ``APIRoute`` whose endpoint takes the ``Request`` and returns a ``Response``.
+
+    Lean on the app's own router; in an included router FastAPI wraps the handler in its
+    request-response app again (exit stacks, exception wrapper), though still without
+    dependency solving: hot routes go on the app's router."""
 
     def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
         super().__init__(path, endpoint, **kwargs)
@@ -36,6 +40,10 @@ class LeanRoute(APIRoute):
             await response(scope, receive, send)
 
         self.app = app
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        """The endpoint itself (what an included router wraps)."""
+        return cast("Callable[[Request], Coroutine[Any, Any, Response]]", self.endpoint)
 
 
 class EventStream(StreamingResponse):

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from clients.python import MeshClient, SessionStream
@@ -211,8 +211,11 @@ class Target:
     new: bool
 
 
-def build_router(client: MeshClient, auth: Authenticator, settings: Settings) -> APIRouter:
-    """The ``/v1`` routes over ``client``; like the rest of the gateway, stateless."""
+def install(app: FastAPI, client: MeshClient, auth: Authenticator, settings: Settings) -> None:
+    """The ``/v1`` routes over ``client``; like the rest of the gateway, stateless. Chat
+    completions is a hot route: it goes on the app's own router (matched in the order
+    routes are added, and run lean: an included router's routes run FastAPI's full
+    request handler); the others in an included router."""
     router = APIRouter(prefix="/v1", tags=["openai"])
     runtime = client.runtime
     # Templates carry no creation time; the gateway's start is the honest stand-in.
@@ -346,11 +349,12 @@ def build_router(client: MeshClient, auth: Authenticator, settings: Settings) ->
             completion_object(head, text, calls, await usage(), extras), headers=headers
         )
 
-    router.add_api_route(
-        "/chat/completions",
+    app.router.add_api_route(
+        router.prefix + "/chat/completions",
         chat_completions,
         methods=["POST"],
+        tags=["openai"],
         summary="Talk to an agent as if it were a model",
         route_class_override=LeanRoute,
     )
-    return router
+    app.include_router(router)

@@ -7,9 +7,15 @@ import asyncio
 from collections.abc import AsyncIterator, MutableMapping
 from typing import Any
 
+import httpx
 import pytest
+from fastapi import APIRouter, FastAPI
+from starlette.responses import PlainTextResponse
 
-from services.gateway.lean import EventStream
+from clients.python import MeshClient
+from services.common.settings import Settings
+from services.gateway.app import create_app
+from services.gateway.lean import EventStream, LeanRoute
 
 SCOPE: dict[str, Any] = {"type": "http", "asgi": {"spec_version": "2.3"}}
 
@@ -96,3 +102,44 @@ async def test_a_cancellation_from_elsewhere_is_not_taken_for_a_client_leaving()
     assert body.closed
     await asyncio.sleep(0)
     assert client.watch_cancelled
+
+
+async def lean_endpoint(raw):  # type: ignore[no-untyped-def]  # no annotation: not FastAPI's
+    return PlainTextResponse(f"{raw.method} {raw.url.path}")
+
+
+@pytest.mark.parametrize("included", [False, True], ids=["app-router", "included-router"])
+async def test_a_lean_route_calls_its_endpoint_with_the_request_alone(included: bool) -> None:
+    """FastAPI's own handler would read ``raw`` as a required query parameter (422)."""
+    app = FastAPI()
+    if included:
+        router = APIRouter(prefix="/v1")
+        router.add_api_route(
+            "/hot", lean_endpoint, methods=["POST"], route_class_override=LeanRoute
+        )
+        app.include_router(router)
+    else:
+        app.router.add_api_route(
+            "/v1/hot", lean_endpoint, methods=["POST"], route_class_override=LeanRoute
+        )
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gw") as http:
+        reply = await http.post("/v1/hot")
+    assert (reply.status_code, reply.text) == (200, "POST /v1/hot")
+
+
+async def test_the_gateways_hot_routes_are_lean_on_its_own_router() -> None:
+    client = MeshClient(internal_api_key="k", orchestrator_addr="127.0.0.1:1")
+    try:
+        app = create_app(Settings(internal_api_key="k"), client)
+        routes = app.router.routes
+        lean = [i for i, r in enumerate(routes) if isinstance(r, LeanRoute)]
+        assert [getattr(routes[i], "path", "") for i in lean] == [
+            "/agent/message/stream",
+            "/v1/chat/completions",
+        ]
+        # On the app's own router, matched before any included router's routes.
+        included = [i for i, r in enumerate(routes) if not hasattr(r, "path")]
+        assert included and max(lean) < min(included)
+    finally:
+        await client.close()
