@@ -155,12 +155,17 @@ class SessionHub:
         self._pending: _Batch | None = None
         self._wake = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
+        self._due: asyncio.TimerHandle | None = None
+        """The wake of the writer that a ``post`` with ``within`` put off."""
 
-    def _batch(self) -> _Batch:
+    def _batch(self, wake: bool = True) -> _Batch:
+        """The batch the next commit takes; ``wake``: commit it as soon as the writer can
+        (else someone wakes the writer later)."""
         if self._pending is None:
             self._pending = _Batch()
             if self._writer is None or self._writer.done():
                 self._writer = asyncio.create_task(self._write(), name="event-writer")
+        if wake:
             self._wake.set()
         return self._pending
 
@@ -174,12 +179,22 @@ class SessionHub:
         await asyncio.shield(batch.committed)
         return event
 
-    def post(self, session_id: str, event: pb.ServerEvent) -> _Batch:
-        """Queue ``event`` for the next commit without waiting for it."""
-        batch = self._batch()
+    def post(
+        self, session_id: str, event: pb.ServerEvent, *, within: float | None = None
+    ) -> _Batch:
+        """Queue ``event`` for the next commit without waiting for it. ``within``: its
+        commit may wait up to that many seconds for the events that follow it (the next
+        token, ``emit`` or ``flush`` commits it with them: one commit, not two)."""
+        batch = self._batch(wake=within is None)
+        if within is not None and not self._wake.is_set() and self._due is None:
+            self._due = asyncio.get_running_loop().call_later(within, self._wake_writer)
         batch.tokens.pop(session_id, None)
         batch.rows.append(_Row(session_id, event))
         return batch
+
+    def _wake_writer(self) -> None:
+        self._due = None
+        self._wake.set()
 
     def token(self, session_id: str, text: str, agent: str, message_id: str) -> None:
         """Stream ``text`` of answer ``message_id`` without waiting for its commit: it
@@ -216,12 +231,16 @@ class SessionHub:
     async def flush(self) -> None:
         """Wait until everything emitted so far is committed."""
         if self._pending is not None:
+            self._wake.set()
             await asyncio.shield(self._pending.committed)
 
     async def _write(self) -> None:
         while True:
             await self._wake.wait()
             self._wake.clear()
+            if self._due is not None:
+                self._due.cancel()
+                self._due = None
             batch, self._pending = self._pending, None
             if batch is None:
                 continue

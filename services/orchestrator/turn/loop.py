@@ -65,6 +65,11 @@ from services.orchestrator.turn.toolbox import Toolbox
 
 log = logging.getLogger(__name__)
 
+SWITCH_COMMIT_WAIT = 0.005
+"""Seconds an ``agent_switched`` event may wait to share its commit with what follows it:
+a turn's first token, or the ``done`` after the switch back at its end (a commit and a WAL
+flush less each, and no commit in flight when the first token comes)."""
+
 
 @dataclass
 class ReadAhead:
@@ -166,10 +171,11 @@ class AgentLoop:
                 self._last_done[audience] = item.done.status
             await self.hub.emit(audience, item)
 
-    def post(self, audience: str, event: Any) -> None:
+    def post(self, audience: str, event: Any, within: float | None = None) -> None:
         """Send an event to ``audience`` without waiting for its commit: the next ``emit``
-        (always a ``done`` at the latest) waits for both, in order."""
-        self.hub.post(audience, event)
+        (always a ``done`` at the latest) waits for both, in order. ``within``: its commit
+        may wait that long for the events that follow (see ``SessionHub.post``)."""
+        self.hub.post(audience, event, within=within)
 
     async def notify(self, sid: str, event: Any) -> None:
         """``post`` to the client of ``sid`` (a delegate's parent's): committed with the
@@ -313,6 +319,7 @@ class AgentLoop:
                 events.agent_switched(
                     switch.from_agent, switch.to_agent, switch.reason, switch.confidence
                 ),
+                within=SWITCH_COMMIT_WAIT,
             )
 
     async def advance(self, sid: str, first: FirstStep | None = None) -> None:

@@ -15,6 +15,7 @@ from services.common.errors import DatabaseError
 from services.orchestrator.state import events
 from services.orchestrator.state.hub import SessionHub
 from services.orchestrator.state.store import SessionStore
+from tests.support.runtime import until
 
 Stream = AsyncIterator[list[bytes]]
 
@@ -146,6 +147,58 @@ async def test_a_cancelled_emit_still_commits_and_keeps_its_place(
     first.cancel()
     assert (await hub.emit("a", answer("second"))).seq == 2
     assert [shape(e)[2] for e in await logged(store, "a")] == ["first", "second"]
+
+
+def counted_commits(store: SessionStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of rows of each commit the store makes from now on."""
+    commits: list[int] = []
+    append = store.append_events
+
+    async def counting(*columns: list[object]) -> None:
+        commits.append(len(columns[0]))
+        await append(*columns)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "append_events", counting)
+    return commits
+
+
+@pytest.mark.parametrize("then", ["token", "emit", "flush"])
+async def test_a_post_that_may_wait_shares_the_commit_of_what_follows(
+    hub: SessionHub, store: SessionStore, monkeypatch: pytest.MonkeyPatch, then: str
+) -> None:
+    commits = counted_commits(store, monkeypatch)
+    hub.post("a", events.agent_switched("orchestrator", "coder", "asked"), within=30)
+    await asyncio.sleep(0.05)
+    assert commits == [] and await logged(store, "a") == []  # waiting for what follows
+    async with asyncio.timeout(5):  # not the post's own 30 s
+        if then == "token":
+            hub.token("a", "Hi", "coder", "m")
+            await hub.flush()
+        elif then == "emit":
+            await hub.emit("a", events.done("completed"))
+        else:
+            await hub.flush()
+    kinds = [e.WhichOneof("event") for e in await logged(store, "a")]
+    assert kinds == [
+        "agent_switched",
+        *{"token": ["assistant_message"], "emit": ["done"]}.get(then, []),
+    ]
+    assert commits == [len(kinds)]  # one commit for all of them
+
+
+async def test_a_post_that_may_wait_commits_alone_when_nothing_follows(
+    hub: SessionHub, store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    commits = counted_commits(store, monkeypatch)
+    hub.post("a", events.agent_switched("orchestrator", "coder", "asked"), within=0.01)
+
+    async def committed() -> bool:
+        return len(await logged(store, "a")) == 1
+
+    await until(committed)
+    assert commits == [1]
+    assert (await hub.emit("a", answer("later"))).seq == 2
+    assert commits == [1, 1]
 
 
 async def test_next_seq_waits_for_pending_tokens(hub: SessionHub, store: SessionStore) -> None:
