@@ -25,9 +25,27 @@ def dsn_of(pool: Pool) -> str:
     return _DSNS[id(pool)]
 
 
+def _jsonb_bytes(value: object) -> bytes:
+    return b"\x01" + json.dumps(value).encode()  # jsonb's binary form: a version, the text
+
+
+def _jsonb_value(data: bytes) -> object:
+    return json.loads(data[1:])
+
+
 async def _init_connection(conn: asyncpg.Connection) -> None:
-    for kind in ("json", "jsonb"):
-        await conn.set_type_codec(kind, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+    """JSON columns as Python values, in the binary format: a record's fields (a row or
+    an array of rows in one column) always come in binary, and decode the same way."""
+    await conn.set_type_codec(
+        "json",
+        encoder=lambda v: json.dumps(v).encode(),
+        decoder=json.loads,
+        schema="pg_catalog",
+        format="binary",
+    )
+    await conn.set_type_codec(
+        "jsonb", encoder=_jsonb_bytes, decoder=_jsonb_value, schema="pg_catalog", format="binary"
+    )
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:

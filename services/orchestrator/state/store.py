@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -106,18 +105,11 @@ _CONTEXT_FIELDS = (
 )
 
 
-def context_of(rows: Sequence[Sequence[Any]], *, json_text: bool = False) -> TurnContext:
-    """``turn_context``'s rows, in its column order: the first carries the hand-over
-    context, the others the history. ``json_text``: their JSON columns are text (the
-    tuples of ``begin_turn``'s array)."""
-    messages = []
-    for row in rows[1:]:
-        fields = dict(zip(_CONTEXT_FIELDS, row, strict=False))
-        if json_text and fields["tool_calls"] is not None:
-            fields["tool_calls"] = json.loads(fields["tool_calls"])
-        messages.append(StoredMessage(**fields))
-    handover = rows[0][-1]
-    return messages, json.loads(handover) if json_text else handover
+def context_of(rows: Sequence[Sequence[Any]]) -> TurnContext:
+    """``turn_context``'s rows (records, or the tuples of ``begin_turn``'s array), in its
+    column order: the first carries the hand-over context, the others the history."""
+    messages = [StoredMessage(**dict(zip(_CONTEXT_FIELDS, row, strict=False))) for row in rows[1:]]
+    return messages, rows[0][-1]
 
 
 class SwitchRow(NamedTuple):
@@ -414,7 +406,7 @@ class SessionStore:
             (parent, row["parent_call_id"]) if parent else None,
             call_id,
             row["call"],
-            context_of(row["context"], json_text=True) if row["context"] is not None else None,
+            context_of(row["context"]) if row["context"] is not None else None,
         )
 
     async def end_turn(

@@ -391,8 +391,7 @@ where session_id = $1 order by started_at;
 -- nothing changes and the row says so (applies false, the earlier claim's first_seq).
 -- $8: the call a tool result answers (null: none), read as `find_call_in_tree` reads it.
 -- $9: also read what the turn's first model call reads (`turn_context`, with this
--- statement's snapshot: the turn's own writes come after it), as an array of its rows
--- (their JSON as text: a record's fields come in binary, past the pool's JSON codec).
+-- statement's snapshot: the turn's own writes come after it), as an array of its rows.
 -- Committed without waiting for the WAL flush (synchronous_commit off for this statement's
 -- transaction only): nothing of the turn reaches a client before an event commits, and that
 -- commit flushes the WAL up to and including this one (see docs/decisions.md).
@@ -452,11 +451,7 @@ select (select yes from applies) as applies, (select first_seq from earlier) as 
         where $8::text is not null and c.call_id = $8
           and (c.session_id = $1 or k.parent_session_id = $1)) as call,
        case when $9::bool and m.session_id is not null then
-           (select array_agg((t.id, t.role, t.content, t.name, t.tool_calls::text,
-                              t.tool_call_id, t.created_at, t.tokens, t.reasoning,
-                              t.reasoning_tokens, t.covers_from, t.covered, t.handover::text)
-                             order by t.id)
-            from orchestrator.turn_context($1) t)
+           (select array_agg(t order by t.id) from orchestrator.turn_context($1) t)
        end as context
 from no_flush left join moved m on true;
 
