@@ -91,6 +91,25 @@ async def test_a_turn_start_is_visible_and_leaves_the_connection_flushing(
         await single.close()
 
 
+async def test_a_turn_end_is_visible_and_leaves_the_connection_flushing(
+    database_url: str,
+) -> None:
+    single = await create_pool(database_url, min_size=1, max_size=1)
+    try:
+        store = SessionStore(single)
+        await store.attach("ended", "u1", "orchestrator")
+        await store.begin_turn("ended", "RESEARCHING", ["INITED"])
+        await store.end_turn("ended", "COMPLETED", ["RESEARCHING"], True, (5, 50))
+        assert await single.fetchval("show synchronous_commit") == "on"
+        row = await single.fetchrow(
+            "select turn_state, state, tool_tokens_offered, tool_tokens_all"
+            " from orchestrator.sessions where session_id = 'ended'"
+        )
+        assert tuple(row) == ("idle", "COMPLETED", 5, 50)
+    finally:
+        await single.close()
+
+
 async def turn_state(pool: Pool, sid: str) -> str:
     return str(
         await pool.fetchval(
@@ -281,6 +300,81 @@ async def test_a_user_messages_turn_start_reads_what_its_model_call_reads(pool: 
     await store.add_message("ctx", StoredMessage("user", "again"), applies=("m-1", 3))
     again = await store.begin_turn("ctx", None, [], claim, read_context=True)
     assert again == Repeated(3)
+
+
+async def claim_row(pool: Pool, sid: str, cid: str) -> tuple[object, ...] | None:
+    row = await pool.fetchrow(
+        "select started, first_seq from orchestrator.client_messages"
+        " where session_id = $1 and client_message_id = $2",
+        sid,
+        cid,
+    )
+    return None if row is None else (row["started"], row["first_seq"])
+
+
+async def test_a_user_messages_turn_start_stores_it_after_reading_the_context(
+    pool: Pool,
+) -> None:
+    """With nothing open, ``begin_turn`` stores the user message (its token count too) and
+    starts the claim it carries out, made by the same statement or before it; the context
+    it read does not hold the message."""
+    store = SessionStore(pool)
+    await store.attach("kept", "u1", "coder")
+    await store.add_message("kept", StoredMessage("user", "earlier"))
+    user = StoredMessage("user", "fix the build")
+    claim = Unclaimed("m-1", "user_message", False)
+    start = await store.begin_turn(
+        "kept", None, [], claim, read_context=True, user=user, applies=("m-1", 4)
+    )
+    assert isinstance(start, TurnStart) and start.stored and start.context is not None
+    assert [m.content for m in start.context[0]] == ["earlier"]
+    history = await store.history("kept")
+    assert [(m.role, m.content) for m in history] == [("user", "earlier"), ("user", user.content)]
+    assert history[-1].tokens == user.token_count > 0
+    assert await claim_row(pool, "kept", "m-1") == (True, 4)
+    # A claim made when the message arrived (a Submit) is started by the turn's start.
+    await pool.execute(
+        "insert into orchestrator.client_messages (session_id, client_message_id, kind)"
+        " values ('kept', 'm-2', 'user_message')"
+    )
+    again = StoredMessage("user", "and the tests")
+    start = await store.begin_turn("kept", None, [], user=again, applies=("m-2", 9))
+    assert isinstance(start, TurnStart) and start.stored
+    assert await claim_row(pool, "kept", "m-2") == (True, 9)
+    assert (await store.history("kept"))[-1].content == "and the tests"
+    # A repeat of m-1 stores nothing.
+    repeat = await store.begin_turn("kept", None, [], claim, user=user, applies=("m-1", 12))
+    assert repeat == Repeated(4)
+    assert len(await store.history("kept")) == 3
+
+
+@pytest.mark.parametrize("open_work", ["call", "plan"])
+async def test_a_turn_start_with_work_open_leaves_the_user_message_to_its_handling(
+    pool: Pool, open_work: str
+) -> None:
+    """An open call is answered (or a running plan cancelled) before the user speaks: the
+    turn's start stores nothing and leaves the claim open for the message's own write."""
+    store, sid = SessionStore(pool), f"open-{open_work}"
+    await store.attach(sid, "u1", "coder")
+    if open_work == "call":
+        call = LedgerCall("call-1", sid, "coder", "read_file", {"path": "a.py"}, "ide", "proposed")
+        asked = [{"id": "call-1", "name": "read_file", "arguments": '{"path": "a.py"}'}]
+        await Ledger(pool).propose(StoredMessage("assistant", "", tool_calls=asked), [call])
+    else:
+        await pool.execute(
+            "insert into orchestrator.plans (plan_id, session_id, approval_request_id,"
+            " call_id, planner, goal, steps, status)"
+            " values ('p', $1, 'p', 'c', 'architect', 'g', '[]', 'running')",
+            sid,
+        )
+    before = len(await store.history(sid))
+    claim = Unclaimed("m-1", "user_message", False)
+    user = StoredMessage("user", "never mind")
+    start = await store.begin_turn(sid, None, [], claim, user=user, applies=("m-1", 2))
+    assert isinstance(start, TurnStart) and not start.stored
+    assert (start.open_calls, start.running_plan) == (open_work == "call", open_work == "plan")
+    assert len(await store.history(sid)) == before
+    assert await claim_row(pool, sid, "m-1") == (False, None)
 
 
 async def test_a_tool_results_turn_start_reads_the_call_it_answers(pool: Pool) -> None:

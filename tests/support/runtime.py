@@ -44,6 +44,7 @@ class Turns:
         self.turns_over: list[str] = []
         self.contexts: list[TurnContext | None] = []
         """What each handled message's start read for a model call (user messages only)."""
+        self.starts: dict[str, TurnStart] = {}
 
     @staticmethod
     def background(work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
@@ -51,6 +52,10 @@ class Turns:
 
     def begin(self, sid: str, start: TurnStart) -> None:
         self.contexts.append(start.context)
+        self.starts[sid] = start
+
+    def start_of(self, sid: str) -> TurnStart | None:
+        return self.starts.get(sid)
 
     def end(self, sid: str) -> tuple[int, int]:
         return (0, 0)  # no model calls here, so no tool token counts
@@ -71,11 +76,14 @@ class Turns:
         self, sid: str, message: pb.UserMessage, applies: tuple[str, int] | None = None
     ) -> None:
         self.handled.append((sid, message.content))
-        if message.content == "lost" and self.handled.count((sid, "lost")) == 1:
-            raise RuntimeError("failed before the message was stored")
-        # As Inputs does: stored at once, its claim marked started in the same commit.
-        user = StoredMessage("user", message.content)
-        await self.hub.store.add_message(sid, user, flush=False, applies=applies)
+        start = self.starts.get(sid)
+        if not (start and start.stored):
+            if message.content == "lost" and self.handled.count((sid, "lost")) == 1:
+                raise RuntimeError("failed before the message was stored")
+            # As Inputs does when the turn's start did not store it (something was open):
+            # stored at once, its claim marked started in the same commit.
+            user = StoredMessage("user", message.content)
+            await self.hub.store.add_message(sid, user, flush=False, applies=applies)
         if message.content == "boom":
             raise RuntimeError("a bug")
         gate = self.gates.get(message.content)

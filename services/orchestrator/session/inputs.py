@@ -55,6 +55,13 @@ CLOSED = ("cancelled", "expired", "rejected")
 STATUS_OF_DECISION = {"approve": "approved", "edit": "edited_by_human", "reject": "rejected"}
 
 
+def history_entry(message: pb.UserMessage) -> StoredMessage | None:
+    """How a user message is stored in the history (None: it has no content)."""
+    if not message.content.strip():
+        return None
+    return StoredMessage("user", message.content)
+
+
 class Inputs:
     """Applies client messages to sessions through the agent loop."""
 
@@ -123,7 +130,8 @@ class Inputs:
         """Start a turn; ``applies``: the client message id (and first seq) it carries out,
         marked started when the message is stored."""
         loop = self.loop
-        if not message.content.strip():
+        user = history_entry(message)
+        if user is None:
             await self.fail(sid, "MISSING_REQUIRED_FIELD", "user_message needs content")
             return
         start = loop.start_of(sid)
@@ -135,11 +143,15 @@ class Inputs:
             history = None  # read before those answers were written
         if start is None or start.running_plan:
             await self.plans.cancel_running(sid)
-        user = StoredMessage("user", message.content)
-        # Written at once (the message is claimed: a process dying before it is stored would
-        # lose it); its turn's first event commits after it (``ready``) and flushes it too.
-        # The history was read by the turn's start, so it does not hold the message twice.
-        stored = loop.background(loop.store.add_message(sid, user, flush=False, applies=applies))
+        stored = None
+        if start is None or not start.stored:
+            # Written at once (the message is claimed: a process dying before it is stored
+            # would lose it); its turn's first event commits after it (``ready``) and
+            # flushes it too. The history was read by the turn's start, so it does not hold
+            # the message twice. (With nothing open, the turn's start stored it already.)
+            stored = loop.background(
+                loop.store.add_message(sid, user, flush=False, applies=applies)
+            )
         # The switch, the pin and the first call's tool counts: one write of the session's
         # row, started once the first model request is sent (the first event flushes it).
         row = RowChanges()

@@ -25,7 +25,7 @@ from services.orchestrator.agents.templates import AgentRegistry
 from services.orchestrator.metrics import SESSIONS_ACTIVE
 from services.orchestrator.peers.mesh_clients import Expired, HitlClient
 from services.orchestrator.session.client_ids import ClientIds, client_message_id, kind_of
-from services.orchestrator.session.inputs import Inputs
+from services.orchestrator.session.inputs import Inputs, history_entry
 from services.orchestrator.session.leases import Leases
 from services.orchestrator.session.limits import UserLimits
 from services.orchestrator.session.ownership import Ownership
@@ -370,6 +370,7 @@ class Runtime:
         # A user message's first model call needs the history and the hand-over context:
         # the same statement reads them.
         is_user = isinstance(item, pb.ClientMessage) and item.HasField("user_message")
+        user = history_entry(item.user_message) if isinstance(item, pb.ClientMessage) else None
         claim = None
         if unclaimed is not None:
             claim = Unclaimed(unclaimed, kind_of(item), unclaimed in self._live.get(sid, ()))
@@ -382,6 +383,8 @@ class Runtime:
                 claim,
                 _answered_call(item),
                 read_context=is_user,
+                user=user if is_user else None,
+                applies=self._handling.get(sid) if is_user else None,
             )
         finally:
             # No await between this and the live mark below: a repeat sees the id either

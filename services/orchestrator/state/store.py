@@ -67,6 +67,8 @@ class TurnStart:
     context: TurnContext | None = None
     """What the first model call reads (``turn_context``), when asked: read by the same
     statement, before the turn's own writes."""
+    stored: bool = False
+    """The user message this turn begins with was stored by the same statement."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,13 +376,19 @@ class SessionStore:
         call_id: str | None = None,
         *,
         read_context: bool = False,
+        user: StoredMessage | None = None,
+        applies: tuple[str, int] | None = None,
     ) -> TurnStart | Repeated:
         """Mark the turn running (and move the session to ``move_to`` when one of
         ``sources`` allows it), reading what the turn needs, in one round trip. ``claim``:
         the message's id is claimed in the same statement, and a repeat begins nothing;
         ``call_id``: the call a tool result answers, read too; ``read_context``: what the
-        first model call reads, read too (``TurnStart.context``)."""
+        first model call reads, read too (``TurnStart.context``). ``user``: the user
+        message the turn begins with, stored too when nothing is open (``TurnStart.stored``;
+        else the caller stores it after closing what is), carrying out ``applies`` as
+        ``add_message`` does."""
         cid, kind, live = (claim.client_id, claim.kind, claim.live) if claim else (None, "", False)
+        applied, first_seq = applies if applies is not None else (None, None)
         async with db_errors("start turn", "DB_WRITE_ERROR"):
             row = await self.pool.fetchrow(
                 QUERIES["begin_turn"],
@@ -393,6 +401,10 @@ class SessionStore:
                 live,
                 call_id,
                 read_context,
+                user.content if user is not None else None,
+                user.token_count if user is not None else 0,
+                applied,
+                first_seq,
             )
         if not row["applies"]:
             return Repeated(row["earlier_seq"])
@@ -407,6 +419,7 @@ class SessionStore:
             call_id,
             row["call"],
             context_of(row["context"]) if row["context"] is not None else None,
+            row["stored"],
         )
 
     async def end_turn(

@@ -119,12 +119,26 @@ async def test_a_session_another_replica_owns_gets_the_message_by_its_inbox(
     assert (user, message.user_message.content) == ("u1", "for the owner")
 
 
+async def running_plan(pool: Pool, sid: str) -> None:
+    """A plan runs in ``sid``: a user message's turn start leaves the message to its
+    handling (the plan is cancelled first)."""
+    await pool.execute(
+        "insert into orchestrator.plans (plan_id, session_id, approval_request_id, call_id,"
+        " planner, goal, steps, status) values ($1, $2, $1, 'c', 'architect', 'g', '[]',"
+        " 'running')",
+        f"plan-{sid}",
+        sid,
+    )
+
+
 async def test_a_message_that_failed_before_it_was_stored_is_applied_on_resend(
     runtime: Runtime,
 ) -> None:
     """Its claim is marked started with the message, in one commit: a handling that ends
     before the message is stored (a crash, a process killed) leaves the claim open, and the
     IDE's resend is applied rather than answered ``duplicate`` over a message never kept."""
+    await runtime.attach("s1", "u1")
+    await running_plan(runtime.store.pool, "s1")
     assert await runtime.submit("s1", "u1", said("lost", cid="c-lost")) == "accepted"
     await dones(runtime, "s1", 1)  # the crash, reported
     assert await runtime.store.history("s1") == []
@@ -132,3 +146,13 @@ async def test_a_message_that_failed_before_it_was_stored_is_applied_on_resend(
     await dones(runtime, "s1", 2)
     assert [m.content for m in await runtime.store.history("s1")] == ["lost"]
     assert await runtime.submit("s1", "u1", said("lost", cid="c-lost")) == "duplicate"
+
+
+async def test_with_nothing_open_the_turn_start_keeps_the_message(runtime: Runtime) -> None:
+    """The statement that claims the message and begins its turn stores it too: a handling
+    that fails after that (here a bug) has lost nothing, and a resend is a duplicate."""
+    assert await runtime.submit("s1", "u1", said("boom", cid="c-kept")) == "accepted"
+    await dones(runtime, "s1", 1)
+    assert [m.content for m in await runtime.store.history("s1")] == ["boom"]
+    assert await runtime.submit("s1", "u1", said("boom", cid="c-kept")) == "duplicate"
+    assert [m.content for m in await runtime.store.history("s1")] == ["boom"]

@@ -392,14 +392,42 @@ where session_id = $1 order by started_at;
 -- $8: the call a tool result answers (null: none), read as `find_call_in_tree` reads it.
 -- $9: also read what the turn's first model call reads (`turn_context`, with this
 -- statement's snapshot: the turn's own writes come after it), as an array of its rows.
+-- $10: a user message's text (null: none), stored here with its token count $11 when the
+-- turn begins with nothing open (no open call, no running plan: else the caller stores it
+-- once they are closed, after their answers); the claim $12 it carries out is marked started
+-- at seq $13 in the same commit, as add_message marks it. The context read cannot see it
+-- (one snapshot), so the history does not hold it twice. `stored` says whether it was.
 -- Committed without waiting for the WAL flush (synchronous_commit off for this statement's
 -- transaction only): nothing of the turn reaches a client before an event commits, and that
 -- commit flushes the WAL up to and including this one (see docs/decisions.md).
 with no_flush as (
     select set_config('synchronous_commit', 'off', true) as setting
+), open_work as (
+    select exists (
+               select 1 from orchestrator.tool_calls c
+               where (c.session_id = $1 or c.session_id in (
+                          select k.session_id from orchestrator.sessions k
+                          where k.parent_session_id = $1))
+                 and c.state not in ('completed', 'failed', 'cancelled', 'rejected', 'expired', 'timed_out')
+           ) as calls,
+           exists (
+               select 1 from orchestrator.plans p
+               where p.session_id = $1 and p.status = 'running'
+           ) as plan
+), storing as (
+    select $10::text is not null and not w.calls and not w.plan
+           and exists (select 1 from orchestrator.sessions s
+                       where s.session_id = $1 and s.deleted_at is null) as yes,
+           $12::text is not null and $12::text = $5::text as own_claim
+    from open_work w
 ), claimed as (
-    insert into orchestrator.client_messages (session_id, client_message_id, kind)
-    select $1, $5::text, $6 from no_flush where $5::text is not null
+    -- A claim made here that its stored message carries out is started as it is made (a
+    -- row this statement inserts cannot be updated by it).
+    insert into orchestrator.client_messages
+        (session_id, client_message_id, kind, started, first_seq)
+    select $1, $5::text, $6, t.yes and t.own_claim,
+           case when t.yes and t.own_claim then $13::bigint end
+    from no_flush, storing t where $5::text is not null
     on conflict (session_id, client_message_id) do nothing
     returning 1
 ), earlier as (
@@ -420,27 +448,31 @@ with no_flush as (
         started_at = case when $2 and previous.state = any($4::text[])
                           then coalesce(s.started_at, now()) else s.started_at end,
         finished_at = case when $2 and previous.state = any($4::text[]) then null
-                           else s.finished_at end
+                           else s.finished_at end,
+        last_activity = case when (select yes from storing) then now() else s.last_activity end
     from previous
     where s.session_id = previous.session_id
     returning s.*
+), stored as (
+    insert into orchestrator.messages (session_id, role, content, tokens)
+    select m.session_id, 'user', $10::text, $11::int
+    from moved m, storing t
+    where t.yes
+    returning id
+), marked as (
+    -- A claim made before this statement (or an earlier delivery's, re-applied).
+    update orchestrator.client_messages set started = true, first_seq = $13::bigint
+    where $12::text is not null and session_id = $1 and client_message_id = $12::text
+      and exists (select 1 from stored) and not exists (select 1 from claimed)
 )
 select (select yes from applies) as applies, (select first_seq from earlier) as earlier_seq,
        m.session_id, m.user_id, m.title, m.system_prompt, m.current_agent,
        m.created_at, m.last_activity, m.deleted_at, m.switch_count, m.last_switch_at,
        m.busy_policy, m.turn_state, m.tool_tokens_offered, m.tool_tokens_all,
        m.agent_versions, m.clarifications_used, m.searches_used, 0 as message_count, m.parent_session_id, m.parent_call_id,
-       exists (
-           select 1 from orchestrator.tool_calls c
-           where (c.session_id = m.session_id or c.session_id in (
-                      select k.session_id from orchestrator.sessions k
-                      where k.parent_session_id = m.session_id))
-             and c.state not in ('completed', 'failed', 'cancelled', 'rejected', 'expired', 'timed_out')
-       ) as open_calls,
-       exists (
-           select 1 from orchestrator.plans p
-           where p.session_id = m.session_id and p.status = 'running'
-       ) as running_plan,
+       (select calls from open_work) as open_calls,
+       (select plan from open_work) as running_plan,
+       exists (select 1 from stored) as stored,
        (select jsonb_build_object(
                    'call_id', c.call_id, 'session_id', c.session_id, 'agent', c.agent,
                    'tool_name', c.tool_name, 'arguments', c.arguments, 'executor', c.executor,
@@ -460,6 +492,12 @@ from no_flush left join moved m on true;
 -- from its current state ($3 lists the sources; null: no move). $4: the target is terminal:
 -- the task is over and its pinned template versions are let go. $5, $6: tool-schema token
 -- counts (offered, all) of the message's model calls that were not counted yet.
+-- Committed without waiting for the WAL flush: it follows the turn's `done`, whose commit
+-- was flushed; the next commit flushes this one. A Postgres crash in between leaves the turn
+-- `running` with `done` last in its log, which the next owner sets idle without a word.
+with no_flush as (
+    select set_config('synchronous_commit', 'off', true) as setting
+)
 update orchestrator.sessions s
 set turn_state = 'idle',
     tool_tokens_offered = tool_tokens_offered + $5,
@@ -472,6 +510,7 @@ set turn_state = 'idle',
                        when not $4::bool then null
                        when s.state = $2 then s.finished_at
                        else now() end
+from no_flush
 where s.session_id = $1;
 
 -- name: reviewed_patches
