@@ -144,6 +144,14 @@ class Subscription:
         self.hub.unsubscribe(self)
 
 
+FOLLOWED_WAIT = 0.005
+"""Seconds an event that other events follow at once may wait to share their commit: an
+``agent_switched`` (a turn's first token, or the ``done`` after the switch back at a task's
+end follows it) and an answer's final ``assistant_message`` (its turn's ``done``, or its
+tool calls). A commit and a WAL flush less each, and no commit in flight when the first
+token comes."""
+
+
 class SessionHub:
     """Owns ``seq`` for the sessions this process serves, and their one writer."""
 

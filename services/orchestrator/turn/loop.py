@@ -24,7 +24,7 @@ from services.orchestrator.peers.llm import (
 )
 from services.orchestrator.peers.mesh_clients import HitlClient
 from services.orchestrator.state import events
-from services.orchestrator.state.hub import SessionHub
+from services.orchestrator.state.hub import FOLLOWED_WAIT, SessionHub
 from services.orchestrator.state.store import (
     RowChanges,
     SessionRow,
@@ -64,11 +64,6 @@ from services.orchestrator.turn.task_limits import (
 from services.orchestrator.turn.toolbox import Toolbox
 
 log = logging.getLogger(__name__)
-
-SWITCH_COMMIT_WAIT = 0.005
-"""Seconds an ``agent_switched`` event may wait to share its commit with what follows it:
-a turn's first token, or the ``done`` after the switch back at its end (a commit and a WAL
-flush less each, and no commit in flight when the first token comes)."""
 
 
 @dataclass
@@ -319,7 +314,7 @@ class AgentLoop:
                 events.agent_switched(
                     switch.from_agent, switch.to_agent, switch.reason, switch.confidence
                 ),
-                within=SWITCH_COMMIT_WAIT,
+                within=FOLLOWED_WAIT,
             )
 
     async def advance(self, sid: str, first: FirstStep | None = None) -> None:

@@ -25,7 +25,7 @@ from services.orchestrator.errors import LlmFailure
 from services.orchestrator.peers.llm import LlmClient
 from services.orchestrator.state import events
 from services.orchestrator.state.events import new_id
-from services.orchestrator.state.hub import SessionHub
+from services.orchestrator.state.hub import FOLLOWED_WAIT, SessionHub
 from services.orchestrator.state.store import RowChanges, SessionRow, SessionStore, StoredMessage
 from services.orchestrator.turn.compaction import ContextKeeper
 from services.orchestrator.turn.handover import Handover, system_prompt
@@ -215,9 +215,13 @@ class ModelStep:
         if counted is not None:
             await counted.wait()
         if parts:
-            self.hub.post(audience, events.assistant_final(template.name, message_id))
+            self.hub.post(
+                audience, events.assistant_final(template.name, message_id), within=FOLLOWED_WAIT
+            )
         if not calls:
-            await self.store.add_message(sid, answer())
+            # The events after it (the final above, the turn's done) commit after it and
+            # flush it too.
+            await self.store.add_message(sid, answer(), flush=False)
             return said()
         proposed = [(new_id("call"), c) for c in calls]
         return await self.ledger.propose(

@@ -7,6 +7,7 @@ executors under test are small recording ones registered through ``AgentLoop.reg
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
@@ -214,3 +215,39 @@ async def test_nothing_of_a_finished_turn_stays_in_the_loop(rig: Rig) -> None:
     assert loop._budgets[SID].iterations == 1  # the turn may go on with a tool result
     loop.turn_over(SID)
     assert SID not in loop._budgets
+
+
+async def test_an_answers_end_shares_the_commit_of_its_done(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The final ``assistant_message`` waits for the ``done`` after it (one commit, one
+    WAL flush); the answer's row is written without a flush of its own (that commit
+    flushes it)."""
+    store = rig.loop.store
+    commits: list[list[pb.ServerEvent]] = []
+    flushes: list[tuple[str, bool]] = []
+    append, add = store.append_events, store.add_message
+
+    async def counting(*columns: Any) -> None:
+        commits.append([pb.ServerEvent.FromString(raw) for raw in columns[3]])
+        await append(*columns)
+
+    async def adding(sid: str, message: StoredMessage, **options: Any) -> None:
+        flushes.append((message.role, options.get("flush", True)))
+        await add(sid, message, **options)
+
+    async def answering(*_: Any, **__: Any) -> AsyncIterator[ModelOutput]:
+        yield Text("Just an answer.")
+        await asyncio.sleep(0.1)  # its token is committed before the answer ends
+        yield END
+
+    monkeypatch.setattr(store, "append_events", counting)
+    monkeypatch.setattr(store, "add_message", adding)
+    monkeypatch.setattr(rig.model, "complete", answering)
+    await rig.loop.advance(SID)
+    assert [len(c) for c in commits] == [1, 2]
+    last = commits[-1]
+    assert [e.WhichOneof("event") for e in last] == ["assistant_message", "done"]
+    assert last[0].assistant_message.is_final
+    assert flushes == [("assistant", False)]
+    assert (await store.history(SID))[-1].content == "Just an answer."
