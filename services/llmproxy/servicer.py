@@ -80,26 +80,41 @@ def _schema(text: str) -> Any:
 
 
 def tool_to_openai(tool: pb.ToolDefinition, names: ToolNames) -> dict[str, Any]:
+    return _openai_tool(
+        tool.name, names.to_wire(tool.name), tool.description, tool.parameters_json or "{}"
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _openai_tool(name: str, wire: str, description: str, parameters: str) -> dict[str, Any]:
+    """A tool in OpenAI's shape, built once per distinct tool (an agent's model calls offer
+    the same ones); the value is shared and never modified (the body is only serialized)."""
     try:
-        parameters = _schema(tool.parameters_json or "{}")
+        schema = _schema(parameters)
     except json.JSONDecodeError as error:
-        raise InvalidInput(f"tool {tool.name}: parameters_json is not JSON: {error}") from error
+        raise InvalidInput(f"tool {name}: parameters_json is not JSON: {error}") from error
     return {
         "type": "function",
-        "function": {
-            "name": names.to_wire(tool.name),
-            "description": tool.description,
-            "parameters": parameters,
-        },
+        "function": {"name": wire, "description": description, "parameters": schema},
     }
 
 
 def request_names(request: pb.CompleteRequest) -> ToolNames:
     """Every tool name the request carries: offered tools, the history's calls and the
     names of their results."""
-    calls = [c.name for m in request.messages for c in m.tool_calls]
-    results = [m.name for m in request.messages if m.role == "tool" and m.HasField("name")]
-    return ToolNames([t.name for t in request.tools] + calls + results)
+    names = {t.name for t in request.tools}
+    for message in request.messages:
+        names.update(call.name for call in message.tool_calls)
+        if message.role == "tool" and message.HasField("name"):
+            names.add(message.name)
+    return _names_of(frozenset(names))
+
+
+@functools.lru_cache(maxsize=1024)
+def _names_of(names: frozenset[str]) -> ToolNames:
+    """The map of a set of names, built once per distinct set (it is a function of the
+    set alone, and never modified)."""
+    return ToolNames(names)
 
 
 def request_from_proto(request: pb.CompleteRequest, names: ToolNames) -> CompletionRequest:
