@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
@@ -26,6 +27,16 @@ from services.orchestrator.state.store import (
     Unclaimed,
 )
 from services.orchestrator.turn.ledger import Ledger, LedgerCall
+
+
+@pytest.fixture
+async def single(database_url: str) -> AsyncIterator[Pool]:
+    """A pool of one connection: what a statement leaves on its connection shows."""
+    pool = await create_pool(database_url, min_size=1, max_size=1)
+    try:
+        yield pool
+    finally:
+        await pool.close()
 
 
 async def test_an_attach_waiting_on_a_concurrent_creation_sees_the_session(
@@ -70,44 +81,32 @@ async def test_the_attach_that_creates_a_session_gives_it_its_title_and_prompt(
     )
 
 
-async def test_a_turn_start_is_visible_and_leaves_the_connection_flushing(
-    database_url: str,
-) -> None:
-    single = await create_pool(database_url, min_size=1, max_size=1)
-    try:
-        store = SessionStore(single)
-        await store.attach("flush", "u1", "orchestrator")  # created without a flush too
-        assert await single.fetchval("show synchronous_commit") == "on"
-        start = await store.begin_turn("flush", "RESEARCHING", ["INITED"])
-        assert isinstance(start, TurnStart)
-        assert start.session.session_id == "flush"
-        # The same (only) connection: the statement's setting did not outlive it.
-        assert await single.fetchval("show synchronous_commit") == "on"
-        row = await single.fetchrow(
-            "select turn_state, state from orchestrator.sessions where session_id = 'flush'"
-        )
-        assert (row["turn_state"], row["state"]) == ("running", "RESEARCHING")
-    finally:
-        await single.close()
+async def test_a_turn_start_is_visible_and_leaves_the_connection_flushing(single: Pool) -> None:
+    store = SessionStore(single)
+    await store.attach("flush", "u1", "orchestrator")  # created without a flush too
+    assert await single.fetchval("show synchronous_commit") == "on"
+    start = await store.begin_turn("flush", "RESEARCHING", ["INITED"])
+    assert isinstance(start, TurnStart)
+    assert start.session.session_id == "flush"
+    # The same (only) connection: the statement's setting did not outlive it.
+    assert await single.fetchval("show synchronous_commit") == "on"
+    row = await single.fetchrow(
+        "select turn_state, state from orchestrator.sessions where session_id = 'flush'"
+    )
+    assert (row["turn_state"], row["state"]) == ("running", "RESEARCHING")
 
 
-async def test_a_turn_end_is_visible_and_leaves_the_connection_flushing(
-    database_url: str,
-) -> None:
-    single = await create_pool(database_url, min_size=1, max_size=1)
-    try:
-        store = SessionStore(single)
-        await store.attach("ended", "u1", "orchestrator")
-        await store.begin_turn("ended", "RESEARCHING", ["INITED"])
-        await store.end_turn("ended", "COMPLETED", ["RESEARCHING"], True, (5, 50))
-        assert await single.fetchval("show synchronous_commit") == "on"
-        row = await single.fetchrow(
-            "select turn_state, state, tool_tokens_offered, tool_tokens_all"
-            " from orchestrator.sessions where session_id = 'ended'"
-        )
-        assert tuple(row) == ("idle", "COMPLETED", 5, 50)
-    finally:
-        await single.close()
+async def test_a_turn_end_is_visible_and_leaves_the_connection_flushing(single: Pool) -> None:
+    store = SessionStore(single)
+    await store.attach("ended", "u1", "orchestrator")
+    await store.begin_turn("ended", "RESEARCHING", ["INITED"])
+    await store.end_turn("ended", "COMPLETED", ["RESEARCHING"], True, (5, 50))
+    assert await single.fetchval("show synchronous_commit") == "on"
+    row = await single.fetchrow(
+        "select turn_state, state, tool_tokens_offered, tool_tokens_all"
+        " from orchestrator.sessions where session_id = 'ended'"
+    )
+    assert tuple(row) == ("idle", "COMPLETED", 5, 50)
 
 
 async def turn_state(pool: Pool, sid: str) -> str:
@@ -218,18 +217,14 @@ async def test_a_turns_switch_pin_and_counts_are_one_write_of_the_row(pool: Pool
     assert await switches(pool, "rows") == [tuple(switch), tuple(back)]
 
 
-async def test_row_changes_leave_the_connection_flushing(database_url: str) -> None:
-    single = await create_pool(database_url, min_size=1, max_size=1)
-    try:
-        store = SessionStore(single)
-        await store.attach("unflushed", "u1", "orchestrator")
-        await store.write_changes("unflushed", RowChanges(pin=("coder", 1)), flush=False)
-        assert await single.fetchval("show synchronous_commit") == "on"
-        # Nothing to write: no statement, nothing changes.
-        await store.write_changes("unflushed", RowChanges(), flush=True)
-        assert (await session_row(single, "unflushed"))[3] == {"coder": 1}
-    finally:
-        await single.close()
+async def test_row_changes_leave_the_connection_flushing(single: Pool) -> None:
+    store = SessionStore(single)
+    await store.attach("unflushed", "u1", "orchestrator")
+    await store.write_changes("unflushed", RowChanges(pin=("coder", 1)), flush=False)
+    assert await single.fetchval("show synchronous_commit") == "on"
+    # Nothing to write: no statement, nothing changes.
+    await store.write_changes("unflushed", RowChanges(), flush=True)
+    assert (await session_row(single, "unflushed"))[3] == {"coder": 1}
 
 
 async def test_an_attach_returns_the_owner_and_usage_is_counted_for_it(pool: Pool) -> None:
