@@ -371,6 +371,7 @@ class Runtime:
         # the same statement reads them.
         is_user = isinstance(item, pb.ClientMessage) and item.HasField("user_message")
         user = history_entry(item.user_message) if isinstance(item, pb.ClientMessage) else None
+        # (None for anything but a user message with content: its handling refuses that.)
         claim = None
         if unclaimed is not None:
             claim = Unclaimed(unclaimed, kind_of(item), unclaimed in self._live.get(sid, ()))
@@ -383,7 +384,7 @@ class Runtime:
                 claim,
                 _answered_call(item),
                 read_context=is_user,
-                user=user if is_user else None,
+                user=user,
                 applies=self._handling.get(sid) if is_user else None,
             )
         finally:

@@ -219,8 +219,8 @@ class ModelStep:
                 audience, events.assistant_final(template.name, message_id), within=FOLLOWED_WAIT
             )
         if not calls:
-            # The events after it (the final above, the turn's done) commit after it and
-            # flush it too.
+            # An event after it (the turn's done, or its next step's) commits after it and
+            # flushes it too.
             await self.store.add_message(sid, answer(), flush=False)
             return said()
         proposed = [(new_id("call"), c) for c in calls]
