@@ -72,13 +72,6 @@ def message_to_openai(message: pb.ChatMessage, names: ToolNames) -> dict[str, An
     return out
 
 
-@functools.lru_cache(maxsize=4096)
-def _schema(text: str) -> Any:
-    """A tool's parameters, parsed once per distinct text (every model call of an agent
-    offers the same few dozen schemas); the value is shared and never modified."""
-    return json.loads(text)
-
-
 def tool_to_openai(tool: pb.ToolDefinition, names: ToolNames) -> dict[str, Any]:
     return _openai_tool(
         tool.name, names.to_wire(tool.name), tool.description, tool.parameters_json or "{}"
@@ -87,10 +80,11 @@ def tool_to_openai(tool: pb.ToolDefinition, names: ToolNames) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=4096)
 def _openai_tool(name: str, wire: str, description: str, parameters: str) -> dict[str, Any]:
-    """A tool in OpenAI's shape, built once per distinct tool (an agent's model calls offer
-    the same ones); the value is shared and never modified (the body is only serialized)."""
+    """A tool in OpenAI's shape, its parameters parsed, built once per distinct tool (every
+    model call of an agent offers the same few dozen); the value is shared and never
+    modified (the body is only serialized)."""
     try:
-        schema = _schema(parameters)
+        schema = json.loads(parameters)
     except json.JSONDecodeError as error:
         raise InvalidInput(f"tool {name}: parameters_json is not JSON: {error}") from error
     return {
