@@ -217,15 +217,11 @@ def traced_stream(
 
     def decorate(fn: Callable[P, AsyncIterator[T]]) -> Callable[P, AsyncIterator[T]]:
         @functools.wraps(fn)
-        async def wrapper(*args: P.args, **kwargs: P.kwargs) -> AsyncIterator[T]:
-            if not enabled():
-                plain = fn(*args, **kwargs)
-                try:
-                    async for item in plain:
-                        yield item
-                finally:  # a consumer that stops early closes the stream now, not at GC
-                    await _close(plain)
-                return
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> AsyncIterator[T]:
+            # Tracing off: the generator itself, no generator around it re-yielding each item.
+            return spanned(*args, **kwargs) if enabled() else fn(*args, **kwargs)
+
+        async def spanned(*args: P.args, **kwargs: P.kwargs) -> AsyncIterator[T]:
             span = tracer().start_span(
                 name(*args, **kwargs),
                 attributes=attributes(*args, **kwargs) if attributes else None,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 from prometheus_client import Counter, Histogram
 
@@ -22,6 +24,14 @@ TOKENS = Counter("codelab_llm_tokens_total", "Tokens reported by the upstream", 
 REQUESTS = Counter(
     "codelab_llm_requests_total", "Upstream completions by outcome", ["purpose", "error_code"]
 )
+PROMPT_TOKENS, COMPLETION_TOKENS = TOKENS.labels("prompt"), TOKENS.labels("completion")
+
+
+@functools.lru_cache(maxsize=256)
+def _child(metric: Any, *labels: str) -> Any:
+    """``metric``'s child for ``labels``, looked up once (``labels()`` validates and locks
+    on every call)."""
+    return metric.labels(*labels)
 
 
 class AccountedUpstream:
@@ -44,7 +54,7 @@ class AccountedUpstream:
                     finished = chunk
                 elif waiting_first:
                     waiting_first = False
-                    TTFT.labels(purpose).observe(time.perf_counter() - started)
+                    _child(TTFT, purpose).observe(time.perf_counter() - started)
                 yield chunk
             error_code = None
         except ServiceError as error:
@@ -65,9 +75,9 @@ class AccountedUpstream:
                 with_tools=bool(request.tools),
                 reasoning_tokens=finished.reasoning_tokens if finished else 0,
             )
-            REQUESTS.labels(purpose, error_code or "").inc()
-            TOKENS.labels("prompt").inc(record.prompt_tokens)
-            TOKENS.labels("completion").inc(record.completion_tokens)
+            _child(REQUESTS, purpose, error_code or "").inc()
+            PROMPT_TOKENS.inc(record.prompt_tokens)
+            COMPLETION_TOKENS.inc(record.completion_tokens)
             # Queued, not awaited: the stream ends without waiting for its accounting, and
             # a caller that hangs up mid-stream still costs tokens.
             self.store.record(record)
