@@ -140,8 +140,11 @@ async def sse_events(
     try:
         while True:
             try:
-                async with asyncio.timeout(heartbeat):  # no task per event, as wait_for makes
-                    item = await queue.get()
+                if queue.empty():
+                    async with asyncio.timeout(heartbeat):  # no task, as wait_for makes
+                        item = await queue.get()
+                else:  # a batch's later events: no timer to arm and disarm
+                    item = queue.get_nowait()
             except TimeoutError:
                 idle += heartbeat
                 if idle >= idle_timeout and not follow:
