@@ -303,6 +303,122 @@ class CompleteChunk(_message.Message):
 Global___CompleteChunk: _TypeAlias = CompleteChunk  # noqa: Y015
 
 @_typing.final
+class CompleteEnvelope(_message.Message):
+    """One message of a CompleteMany call: a request, or the cancel of one."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    REQUEST_FIELD_NUMBER: _builtins.int
+    CANCEL_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    cancel: _builtins.bool
+    @_builtins.property
+    def request(self) -> Global___CompleteRequest: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        request: Global___CompleteRequest | None = ...,
+        cancel: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "cancel", b"cancel", "request", b"request"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "cancel", b"cancel", "id", b"id", "request", b"request"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_body: _TypeAlias = _typing.Literal["request", "cancel"]  # noqa: Y015
+    _WhichOneofArgType_body: _TypeAlias = _typing.Literal["body", b"body"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_body) -> _WhichOneofReturnType_body | None: ...
+
+Global___CompleteEnvelope: _TypeAlias = CompleteEnvelope  # noqa: Y015
+
+@_typing.final
+class CallFailure(_message.Message):
+    """How one request of a CompleteMany call failed: what a Complete call would have ended
+    with (its gRPC status code, and the x-error-code / x-error-details trailers).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STATUS_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    DETAILS_JSON_FIELD_NUMBER: _builtins.int
+    status: _builtins.int
+    message: _builtins.str
+    error_code: _builtins.str
+    details_json: _builtins.str
+    def __init__(
+        self,
+        *,
+        status: _builtins.int = ...,
+        message: _builtins.str = ...,
+        error_code: _builtins.str = ...,
+        details_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["details_json", b"details_json", "error_code", b"error_code", "message", b"message", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CallFailure: _TypeAlias = CallFailure  # noqa: Y015
+
+@_typing.final
+class TaggedChunk(_message.Message):
+    """One item of a CompleteMany answer: a chunk of request `id`, its failure, or its end."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    CHUNK_FIELD_NUMBER: _builtins.int
+    FAILURE_FIELD_NUMBER: _builtins.int
+    END_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    end: _builtins.bool
+    @_builtins.property
+    def chunk(self) -> Global___CompleteChunk: ...
+    @_builtins.property
+    def failure(self) -> Global___CallFailure: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        chunk: Global___CompleteChunk | None = ...,
+        failure: Global___CallFailure | None = ...,
+        end: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "chunk", b"chunk", "end", b"end", "failure", b"failure"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "chunk", b"chunk", "end", b"end", "failure", b"failure", "id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_body: _TypeAlias = _typing.Literal["chunk", "failure", "end"]  # noqa: Y015
+    _WhichOneofArgType_body: _TypeAlias = _typing.Literal["body", b"body"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_body) -> _WhichOneofReturnType_body | None: ...
+
+Global___TaggedChunk: _TypeAlias = TaggedChunk  # noqa: Y015
+
+@_typing.final
+class CompleteBatch(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ITEMS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def items(self) -> _containers.RepeatedCompositeFieldContainer[Global___TaggedChunk]: ...
+    def __init__(
+        self,
+        *,
+        items: _abc.Iterable[Global___TaggedChunk] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["items", b"items"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CompleteBatch: _TypeAlias = CompleteBatch  # noqa: Y015
+
+@_typing.final
 class EmbedRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

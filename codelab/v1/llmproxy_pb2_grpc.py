@@ -39,10 +39,10 @@ class LlmProxyStub:
                 request_serializer=codelab_dot_v1_dot_llmproxy__pb2.CompleteRequest.SerializeToString,
                 response_deserializer=codelab_dot_v1_dot_llmproxy__pb2.CompleteChunk.FromString,
                 _registered_method=True)
-        self.CompleteAhead = channel.stream_stream(
-                '/codelab.v1.LlmProxy/CompleteAhead',
-                request_serializer=codelab_dot_v1_dot_llmproxy__pb2.CompleteRequest.SerializeToString,
-                response_deserializer=codelab_dot_v1_dot_llmproxy__pb2.CompleteChunk.FromString,
+        self.CompleteMany = channel.stream_stream(
+                '/codelab.v1.LlmProxy/CompleteMany',
+                request_serializer=codelab_dot_v1_dot_llmproxy__pb2.CompleteEnvelope.SerializeToString,
+                response_deserializer=codelab_dot_v1_dot_llmproxy__pb2.CompleteBatch.FromString,
                 _registered_method=True)
         self.Embed = channel.unary_unary(
                 '/codelab.v1.LlmProxy/Embed',
@@ -71,9 +71,11 @@ class LlmProxyServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def CompleteAhead(self, request_iterator, context):
-        """Complete on a call opened ahead of need: the call's one message is the request, and it
-        is answered as Complete answers it (a client keeps one open, off its first token's way).
+    def CompleteMany(self, request_iterator, context):
+        """Many Completes on one long-lived call: each request is tagged with an id of the
+        client's choosing and answered as Complete answers it, its chunks tagged the same; the
+        chunks of concurrent requests that are ready together travel in one batch. A request's
+        failure is its own (the call goes on); a client cancels one request by its id.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -106,10 +108,10 @@ def add_LlmProxyServicer_to_server(servicer, server):
                     request_deserializer=codelab_dot_v1_dot_llmproxy__pb2.CompleteRequest.FromString,
                     response_serializer=codelab_dot_v1_dot_llmproxy__pb2.CompleteChunk.SerializeToString,
             ),
-            'CompleteAhead': grpc.stream_stream_rpc_method_handler(
-                    servicer.CompleteAhead,
-                    request_deserializer=codelab_dot_v1_dot_llmproxy__pb2.CompleteRequest.FromString,
-                    response_serializer=codelab_dot_v1_dot_llmproxy__pb2.CompleteChunk.SerializeToString,
+            'CompleteMany': grpc.stream_stream_rpc_method_handler(
+                    servicer.CompleteMany,
+                    request_deserializer=codelab_dot_v1_dot_llmproxy__pb2.CompleteEnvelope.FromString,
+                    response_serializer=codelab_dot_v1_dot_llmproxy__pb2.CompleteBatch.SerializeToString,
             ),
             'Embed': grpc.unary_unary_rpc_method_handler(
                     servicer.Embed,
@@ -165,7 +167,7 @@ class LlmProxy:
             _registered_method=True)
 
     @staticmethod
-    def CompleteAhead(request_iterator,
+    def CompleteMany(request_iterator,
             target,
             options=(),
             channel_credentials=None,
@@ -178,9 +180,9 @@ class LlmProxy:
         return grpc.experimental.stream_stream(
             request_iterator,
             target,
-            '/codelab.v1.LlmProxy/CompleteAhead',
-            codelab_dot_v1_dot_llmproxy__pb2.CompleteRequest.SerializeToString,
-            codelab_dot_v1_dot_llmproxy__pb2.CompleteChunk.FromString,
+            '/codelab.v1.LlmProxy/CompleteMany',
+            codelab_dot_v1_dot_llmproxy__pb2.CompleteEnvelope.SerializeToString,
+            codelab_dot_v1_dot_llmproxy__pb2.CompleteBatch.FromString,
             options,
             channel_credentials,
             insecure,

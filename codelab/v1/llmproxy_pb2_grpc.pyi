@@ -33,9 +33,11 @@ class LlmProxyStub:
     def __new__(cls, channel: _aio.Channel) -> LlmProxyAsyncStub: ...
     Complete: _grpc.UnaryStreamMultiCallable[_llmproxy_pb2.CompleteRequest, _llmproxy_pb2.CompleteChunk]
     """Streams one chat completion: reasoning and text deltas, whole tool calls, then `finish`."""
-    CompleteAhead: _grpc.StreamStreamMultiCallable[_llmproxy_pb2.CompleteRequest, _llmproxy_pb2.CompleteChunk]
-    """Complete on a call opened ahead of need: the call's one message is the request, and it
-    is answered as Complete answers it (a client keeps one open, off its first token's way).
+    CompleteMany: _grpc.StreamStreamMultiCallable[_llmproxy_pb2.CompleteEnvelope, _llmproxy_pb2.CompleteBatch]
+    """Many Completes on one long-lived call: each request is tagged with an id of the
+    client's choosing and answered as Complete answers it, its chunks tagged the same; the
+    chunks of concurrent requests that are ready together travel in one batch. A request's
+    failure is its own (the call goes on); a client cancels one request by its id.
     """
     Embed: _grpc.UnaryUnaryMultiCallable[_llmproxy_pb2.EmbedRequest, _llmproxy_pb2.EmbedResponse]
     GetUsage: _grpc.UnaryUnaryMultiCallable[_llmproxy_pb2.GetUsageRequest, _llmproxy_pb2.SessionUsage]
@@ -47,9 +49,11 @@ class LlmProxyAsyncStub(LlmProxyStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     Complete: _aio.UnaryStreamMultiCallable[_llmproxy_pb2.CompleteRequest, _llmproxy_pb2.CompleteChunk]  # type: ignore[assignment]
     """Streams one chat completion: reasoning and text deltas, whole tool calls, then `finish`."""
-    CompleteAhead: _aio.StreamStreamMultiCallable[_llmproxy_pb2.CompleteRequest, _llmproxy_pb2.CompleteChunk]  # type: ignore[assignment]
-    """Complete on a call opened ahead of need: the call's one message is the request, and it
-    is answered as Complete answers it (a client keeps one open, off its first token's way).
+    CompleteMany: _aio.StreamStreamMultiCallable[_llmproxy_pb2.CompleteEnvelope, _llmproxy_pb2.CompleteBatch]  # type: ignore[assignment]
+    """Many Completes on one long-lived call: each request is tagged with an id of the
+    client's choosing and answered as Complete answers it, its chunks tagged the same; the
+    chunks of concurrent requests that are ready together travel in one batch. A request's
+    failure is its own (the call goes on); a client cancels one request by its id.
     """
     Embed: _aio.UnaryUnaryMultiCallable[_llmproxy_pb2.EmbedRequest, _llmproxy_pb2.EmbedResponse]  # type: ignore[assignment]
     GetUsage: _aio.UnaryUnaryMultiCallable[_llmproxy_pb2.GetUsageRequest, _llmproxy_pb2.SessionUsage]  # type: ignore[assignment]
@@ -66,13 +70,15 @@ class LlmProxyServicer(metaclass=_abc_1.ABCMeta):
         """Streams one chat completion: reasoning and text deltas, whole tool calls, then `finish`."""
 
     @_abc_1.abstractmethod
-    def CompleteAhead(
+    def CompleteMany(
         self,
-        request_iterator: _MaybeAsyncIterator[_llmproxy_pb2.CompleteRequest],
+        request_iterator: _MaybeAsyncIterator[_llmproxy_pb2.CompleteEnvelope],
         context: _ServicerContext,
-    ) -> _typing.Union[_abc.Iterator[_llmproxy_pb2.CompleteChunk], _abc.AsyncIterator[_llmproxy_pb2.CompleteChunk]]:
-        """Complete on a call opened ahead of need: the call's one message is the request, and it
-        is answered as Complete answers it (a client keeps one open, off its first token's way).
+    ) -> _typing.Union[_abc.Iterator[_llmproxy_pb2.CompleteBatch], _abc.AsyncIterator[_llmproxy_pb2.CompleteBatch]]:
+        """Many Completes on one long-lived call: each request is tagged with an id of the
+        client's choosing and answered as Complete answers it, its chunks tagged the same; the
+        chunks of concurrent requests that are ready together travel in one batch. A request's
+        failure is its own (the call goes on); a client cancels one request by its id.
         """
 
     @_abc_1.abstractmethod

@@ -81,6 +81,8 @@ class MeshServer:
         self.serving = False
         self.on_stop: list[Callable[[], Awaitable[None]]] = []
         """Closers run after the server stopped (clients, pools owned by the service)."""
+        self.on_stopping: list[Callable[[], None]] = []
+        """Told as the grace period starts (a long-lived call that is idle may end)."""
 
     async def start(self) -> None:
         await self.health.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)
@@ -125,6 +127,8 @@ class MeshServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._loop_task
         await self.health.enter_graceful_shutdown()
+        for tell in self.on_stopping:
+            tell()
         await self.server.stop(grace)
         if self.health_server is not None:
             await self.health_server.stop(0)

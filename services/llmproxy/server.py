@@ -50,6 +50,7 @@ async def build(
     )
     server, port = create_server(settings, deps, address)
     server.on_stop.extend([upstream.close, store.settled])
+    server.on_stopping.append(servicer.stopping.set)
     return server, port
 
 

@@ -16,13 +16,12 @@ from services.common.errors import InvalidInput
 from services.common.model_stream import ModelOutput, ModelToolCall, ReasoningPiece, TextPiece
 from services.llmproxy.accounting import AccountedUpstream
 from services.llmproxy.coalesce import coalesced
+from services.llmproxy.many import serve_many
 from services.llmproxy.store import Usage, UsageStore
 from services.llmproxy.tool_names import ToolNames
 from services.llmproxy.upstream import CompletionRequest
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["LlmProxy"].full_name
-REQUEST_SECONDS = 30.0
-"""How long a call opened ahead (CompleteAhead) may wait for its request."""
 DEFAULT_LIST_LIMIT = 100
 MAX_LIST_LIMIT = 1000
 
@@ -153,6 +152,8 @@ class LlmProxyServicer(pb_grpc.LlmProxyServicer):
         self.upstream = upstream
         self.store = store
         self.embed_model = embed_model
+        self.stopping = asyncio.Event()
+        """Set as the server's grace period starts: idle shared calls end."""
 
     async def Complete(
         self, request: pb.CompleteRequest, context: aio.ServicerContext[Any, Any]
@@ -163,21 +164,14 @@ class LlmProxyServicer(pb_grpc.LlmProxyServicer):
         async for chunk in coalesced(upstream):
             yield output_to_proto(chunk, names)
 
-    async def CompleteAhead(
+    async def CompleteMany(
         self,
-        request_iterator: AsyncIterator[pb.CompleteRequest],
+        request_iterator: AsyncIterator[pb.CompleteEnvelope],
         context: aio.ServicerContext[Any, Any],
-    ) -> AsyncIterator[pb.CompleteChunk]:
-        """``Complete`` on a call opened before its request: the call's first message is
-        the request (read within ``REQUEST_SECONDS``); a call closed unused ends empty."""
-        try:
-            request = await asyncio.wait_for(anext(request_iterator), REQUEST_SECONDS)
-        except StopAsyncIteration:
-            return
-        except TimeoutError:
-            raise InvalidInput(f"no request within {REQUEST_SECONDS:g} s") from None
-        async for chunk in self.Complete(request, context):
-            yield chunk
+    ) -> AsyncIterator[pb.CompleteBatch]:
+        """Many ``Complete`` requests on one call (many.py)."""
+        async for batch in serve_many(request_iterator, self.Complete, self.stopping):
+            yield batch
 
     async def Embed(
         self, request: pb.EmbedRequest, context: aio.ServicerContext[Any, Any]

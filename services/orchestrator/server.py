@@ -95,7 +95,9 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         deadline=settings.llm_timeout * (settings.llm_max_retries + 1) + 30,
         turn_retries=settings.llm_turn_retries,
         meter=limits,
-        ahead=not tracing.enabled(),  # with tracing, each call opens in its span's context
+        # One shared call per llmproxy replica; with tracing, each call opens in its span's
+        # context (a shared call would carry the context of its opening).
+        shared=0 if tracing.enabled() else len(settings.llmproxy_addr.split(",")),
     )
     hitl = HitlClient(cast("hitl_pb2_grpc.HitlAsyncStub", hitl_pb2_grpc.HitlStub(channels["hitl"])))
     toolsearch = cast(

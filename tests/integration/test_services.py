@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import grpc
@@ -19,7 +18,6 @@ from codelab.v1 import (
     toolsearch_pb2,
 )
 from services.common.channels import error_code, internal_channel
-from services.llmproxy import servicer as llmproxy_servicer
 from tests.support.mesh import Mesh
 
 SERVICES = {
@@ -147,42 +145,6 @@ async def test_llmproxy_rejects_empty_messages(mesh: Mesh) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await call.read()
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-
-
-async def test_llmproxy_answers_a_call_opened_ahead_as_complete(mesh: Mesh) -> None:
-    """CompleteAhead: the call is open before its request; its one message is answered
-    as Complete answers it (the scripted model sees the same request)."""
-    mesh.scripted.enqueue({"text": "ahead of time"})
-    call = mesh.client.llmproxy.CompleteAhead()
-    await asyncio.sleep(0.05)  # open, no request yet
-    assert not call.done()
-    await call.write(complete_request("early"))
-    chunks = [c async for c in call]
-    assert "".join(c.text_delta for c in chunks) == "ahead of time"
-    assert chunks[-1].finish.finish_reason == "stop"
-    assert mesh.scripted.requests[-1]["messages"][-1]["content"] == "early"
-    assert await call.code() == grpc.StatusCode.OK
-
-
-async def test_llmproxy_ends_a_call_opened_ahead_and_closed_unused(mesh: Mesh) -> None:
-    before = len(mesh.scripted.requests)
-    call = mesh.client.llmproxy.CompleteAhead()
-    await call.done_writing()
-    assert [c async for c in call] == []
-    assert await call.code() == grpc.StatusCode.OK
-    assert len(mesh.scripted.requests) == before  # nothing went upstream
-
-
-async def test_llmproxy_refuses_a_call_opened_ahead_whose_request_never_comes(
-    mesh: Mesh, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(llmproxy_servicer, "REQUEST_SECONDS", 0.2)
-    call = mesh.client.llmproxy.CompleteAhead()
-    with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await call.read()
-    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert error_code(caught.value) == "MISSING_REQUIRED_FIELD"
-    assert "no request within 0.2 s" in (caught.value.details() or "")
 
 
 async def test_llmproxy_embeddings(mesh: Mesh) -> None:

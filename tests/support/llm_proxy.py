@@ -59,10 +59,15 @@ class ScriptedProxy(pb_grpc.LlmProxyServicer):
     replies: list[Reply] = field(default_factory=list)
     requests: list[pb.CompleteRequest] = field(default_factory=list)
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
-    ahead: list[pb.CompleteRequest] = field(default_factory=list)
-    """The requests that came on calls opened ahead (CompleteAhead), in order."""
-    refuse_ahead: int = 0
-    """Calls opened ahead to end UNAVAILABLE once their request is read (a stale call)."""
+    shared: list[pb.CompleteRequest] = field(default_factory=list)
+    """The requests that came on shared calls (CompleteMany), in order."""
+    shared_calls: int = 0
+    """CompleteMany calls opened so far."""
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    """CompleteMany's: set, idle shared calls end (the server's grace period)."""
+    refuse_shared: int = 0
+    """Shared calls to end UNAVAILABLE once a request is read (a call whose llmproxy went
+    away while it was kept)."""
 
     def play(self, *replies: Reply) -> None:
         self.replies.extend(replies)
@@ -85,21 +90,23 @@ class ScriptedProxy(pb_grpc.LlmProxyServicer):
         if reply.status is not None:
             await context.abort(reply.status, "llmproxy failed")
 
-    async def CompleteAhead(
-        self, request_iterator: AsyncIterator[pb.CompleteRequest], context: Any
-    ) -> AsyncIterator[pb.CompleteChunk]:
-        """llmproxy's own CompleteAhead over this proxy's Complete, noting its requests."""
+    async def CompleteMany(
+        self, request_iterator: AsyncIterator[pb.CompleteEnvelope], context: Any
+    ) -> AsyncIterator[pb.CompleteBatch]:
+        """llmproxy's own CompleteMany over this proxy's Complete, noting its requests."""
+        self.shared_calls += 1
 
-        async def noted() -> AsyncIterator[pb.CompleteRequest]:
-            async for request in request_iterator:
-                self.ahead.append(request)
-                if self.refuse_ahead:
-                    self.refuse_ahead -= 1
-                    await context.abort(grpc.StatusCode.UNAVAILABLE, "connection lost")
-                yield request
+        async def noted() -> AsyncIterator[pb.CompleteEnvelope]:
+            async for envelope in request_iterator:
+                if envelope.HasField("request"):
+                    self.shared.append(envelope.request)
+                    if self.refuse_shared:
+                        self.refuse_shared -= 1
+                        await context.abort(grpc.StatusCode.UNAVAILABLE, "connection lost")
+                yield envelope
 
-        async for chunk in LlmProxyServicer.CompleteAhead(self, noted(), context):  # type: ignore[arg-type]
-            yield chunk
+        async for batch in LlmProxyServicer.CompleteMany(self, noted(), context):  # type: ignore[arg-type]
+            yield batch
 
     async def Embed(self, request: pb.EmbedRequest, context: Any) -> pb.EmbedResponse:
         raise Unscripted("Embed")
@@ -113,10 +120,10 @@ class ScriptedProxy(pb_grpc.LlmProxyServicer):
 
 @contextlib.asynccontextmanager
 async def scripted_llm(
-    deadline: float = 10.0, turn_retries: int = 3, *, ahead: bool = False
+    deadline: float = 10.0, turn_retries: int = 3, *, shared: bool = False
 ) -> AsyncIterator[tuple[ScriptedProxy, LlmClient]]:
-    """A running scripted llmproxy and an LlmClient that talks to it (keeping a call open
-    ahead when ``ahead``)."""
+    """A running scripted llmproxy and an LlmClient that talks to it (over a shared
+    CompleteMany call when ``shared``)."""
     proxy = ScriptedProxy()
     deps = ServiceDeps(
         name="llmproxy",
@@ -127,7 +134,7 @@ async def scripted_llm(
     await server.start()
     channel: aio.Channel = internal_channel(f"127.0.0.1:{port}", INTERNAL_KEY)
     stub = cast("pb_grpc.LlmProxyAsyncStub", pb_grpc.LlmProxyStub(channel))
-    client = LlmClient(stub, deadline, turn_retries, ahead=ahead)
+    client = LlmClient(stub, deadline, turn_retries, shared=int(shared))
     try:
         yield proxy, client
     finally:

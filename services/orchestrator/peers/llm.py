@@ -24,16 +24,17 @@ from services.common.model_stream import (
     ReasoningPiece,
     TextPiece,
 )
-from services.common.spare import MAX_AGE, SpareCall
 from services.orchestrator import spans
 from services.orchestrator.errors import LlmFailure
+from services.orchestrator.peers.shared_calls import SharedCalls, SharedRequest
 from services.orchestrator.state.store import StoredMessage
 from services.orchestrator.turn.toolbox import ToolSpec
 
 log = logging.getLogger(__name__)
 
-AheadCall: TypeAlias = aio.StreamStreamCall[pb.CompleteRequest, pb.CompleteChunk]
-ModelCallStream: TypeAlias = AheadCall | aio.UnaryStreamCall[pb.CompleteRequest, pb.CompleteChunk]
+ModelCallStream: TypeAlias = (
+    SharedRequest | aio.UnaryStreamCall[pb.CompleteRequest, pb.CompleteChunk]
+)
 
 RESTART_ATTEMPTS = 6
 """Calls while llmproxy itself restarts (the transport fails, no error code)."""
@@ -121,8 +122,8 @@ class Meter(Protocol):
 class LlmClient:
     """Streams completions through llmproxy; with a ``meter``, each call is admitted
     first (refused once the key's day budget is spent) and counted when it finishes.
-    With ``ahead``, a call is kept open ahead of the next model call (CompleteAhead,
-    see services/common/spare.py); a call that finds none opens Complete."""
+    With ``shared`` > 0, requests go on that many CompleteMany calls kept open
+    (shared_calls.py) instead of a Complete call each."""
 
     def __init__(
         self,
@@ -131,24 +132,21 @@ class LlmClient:
         turn_retries: int = 3,
         meter: Meter | None = None,
         *,
-        ahead: bool = False,
+        shared: int = 0,
     ) -> None:
         self.stub = stub
         self.deadline = deadline
         self.turn_retries = turn_retries
         """Retries of a turn's model call that failed before its first token."""
         self.meter = meter
-        self._spare: SpareCall[AheadCall] | None = None
-        if ahead:
-            # A spare's deadline runs from its opening, at most MAX_AGE before its use:
-            # never shorter than a new call's.
-            self._spare = SpareCall(lambda: stub.CompleteAhead(timeout=deadline + MAX_AGE))
-            self._spare.prime()
+        self._shared: SharedCalls | None = None
+        if shared:
+            self._shared = SharedCalls(stub.CompleteMany, shared)
 
     async def close(self) -> None:
-        """Close the call kept ahead; open no more."""
-        if self._spare is not None:
-            self._spare.close()
+        """Close the shared calls; open no more."""
+        if self._shared is not None:
+            self._shared.close()
 
     @spans.model_call
     async def complete(
@@ -191,13 +189,14 @@ class LlmClient:
         retries = self.turn_retries if purpose != "classification" else 0
         started = False
         attempt = 0
-        ahead = self._spare is not None
+        fresh = False  # the request went on a shared call opened for it
         while True:
-            spare = self._spare.take_spare() if self._spare is not None and ahead else None
-            call: ModelCallStream = spare or self.stub.Complete(request, timeout=self.deadline)
+            call: ModelCallStream
+            if self._shared is not None:
+                call = self._shared.request(request, self.deadline)
+            else:
+                call = self.stub.Complete(request, timeout=self.deadline)
             try:
-                if spare is not None:
-                    await spare.write(request)
                 if sent is not None:
                     sent()
                     sent = None
@@ -217,10 +216,10 @@ class LlmClient:
                 ended = not isinstance(failure, grpc.aio.AioRpcError) or (
                     failure.code() in _TRANSPORT and not error_code(failure)
                 )
-                if spare is not None and not started and ended:
-                    # The call kept ahead had ended (its llmproxy went away), not the
-                    # request: ask again at once on a new call.
-                    ahead = False
+                if self._shared is not None and not started and ended and not fresh:
+                    # The shared call had ended (its llmproxy went away), not the request:
+                    # ask again at once, on a call opened for it.
+                    fresh = True
                     continue
                 if not isinstance(failure, grpc.aio.AioRpcError):
                     raise

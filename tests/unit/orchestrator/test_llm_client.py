@@ -40,10 +40,13 @@ HELLO = [StoredMessage("user", "hello")]
 S = grpc.StatusCode
 
 
-@pytest.fixture(params=[False, True], ids=["new-call", "kept-ahead"])
+SHARING = pytest.mark.parametrize("shared", [False, True], ids=["new-call", "shared-call"])
+
+
+@pytest.fixture(params=[False, True], ids=["new-call", "shared-call"])
 async def llm(request: pytest.FixtureRequest) -> AsyncIterator[tuple[ScriptedProxy, LlmClient]]:
-    """Each behaviour holds for a call opened for the request and one kept ahead."""
-    async with scripted_llm(ahead=request.param) as running:
+    """Each behaviour holds for a call opened for the request and a shared call."""
+    async with scripted_llm(shared=request.param) as running:
         yield running
 
 
@@ -76,13 +79,16 @@ async def test_chunks_become_plain_values_in_order(llm: tuple[ScriptedProxy, Llm
             ]
         )
     )
-    assert await answer(client) == [
+    outputs = await answer(client)
+    # Text that waited may come joined (a shared call batches what is ready together).
+    pieces = [out for out in outputs if isinstance(out, TextPiece)]
+    assert "".join(p.text for p in pieces) == "Hello" and 1 <= len(pieces) <= 2
+    assert [out for out in outputs if not isinstance(out, TextPiece)] == [
         ReasoningPiece("think"),
-        TextPiece("Hel"),
-        TextPiece("lo"),
         ModelToolCall("c1", "read_file", '{"path": "a"'),  # exactly as produced
         ModelFinished("tool_calls", 11, 5, "m-1"),
     ]
+    assert outputs.index(pieces[0]) == 1 and outputs.index(pieces[-1]) == len(pieces)
 
 
 async def test_the_request_carries_history_tools_and_options(
@@ -202,30 +208,36 @@ async def test_a_failure_after_the_first_token_is_never_retried(
     assert len(proxy.requests) == 1
 
 
-async def test_llmproxy_restarting_is_retried_on_its_own_budget() -> None:
-    async with scripted_llm(turn_retries=0) as (proxy, client):
+@SHARING
+async def test_llmproxy_restarting_is_retried_on_its_own_budget(shared: bool) -> None:
+    async with scripted_llm(turn_retries=0, shared=shared) as (proxy, client):
         proxy.play(Reply((), status=S.UNAVAILABLE), Reply((), status=S.INTERNAL))
         assert (await answer(client))[0] == TextPiece("ok")
         assert len(proxy.requests) == 3
 
 
+@SHARING
 async def test_an_unreachable_llmproxy_is_llm_proxy_unavailable(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, shared: bool
 ) -> None:
     monkeypatch.setattr(llm_module, "RESTART_ATTEMPTS", 2)
     channel = internal_channel("127.0.0.1:1", INTERNAL_KEY)
+    stub: pb_grpc.LlmProxyAsyncStub = pb_grpc.LlmProxyStub(channel)  # type: ignore[assignment]
+    client = LlmClient(stub, deadline=5, shared=int(shared))
     try:
-        client = LlmClient(pb_grpc.LlmProxyStub(channel), deadline=5)  # type: ignore[arg-type]
         assert (await failure(client)).code == "LLM_PROXY_UNAVAILABLE"
     finally:
+        await client.close()
         await channel.close()
 
 
-async def test_no_answer_within_the_deadline_is_llm_timeout() -> None:
-    async with scripted_llm(deadline=0.3) as (proxy, client):
+@SHARING
+async def test_no_answer_within_the_deadline_is_llm_timeout(shared: bool) -> None:
+    async with scripted_llm(deadline=0.3, shared=shared) as (proxy, client):
         proxy.play(Reply((), hold=3))
         assert (await failure(client)).code == "LLM_TIMEOUT"
         assert len(proxy.requests) == 1
+        await asyncio.wait_for(proxy.cancelled.wait(), 2)  # and llmproxy stops it
 
 
 async def test_leaving_the_stream_early_cancels_the_call(
@@ -252,35 +264,46 @@ async def test_sent_is_called_once_before_the_first_piece_and_not_on_retries(
     assert len(proxy.requests) == 2  # the retry did not call it again
 
 
-async def test_a_call_kept_ahead_carries_each_next_request() -> None:
-    async with scripted_llm(ahead=True) as (proxy, client):
+async def test_a_shared_call_carries_every_request() -> None:
+    async with scripted_llm(shared=True) as (proxy, client):
         assert await answer(client) == [TextPiece("ok"), ModelFinished("stop", 7, 3, "m-1")]
-        await asyncio.sleep(0.2)  # its replacement opens meanwhile
-        assert (await answer(client))[0] == TextPiece("ok")
-        assert [r.messages[0].content for r in proxy.ahead] == ["hello", "hello"]
-        assert proxy.ahead == proxy.requests
+        proxy.play(Reply([text("slow")], hold=0.2), Reply([text("quick")]))
+        slow, quick = await asyncio.gather(answer(client), answer(client))
+        assert (slow[0], quick[0]) == (TextPiece("slow"), TextPiece("quick"))
+        assert proxy.shared_calls == 1  # the three went on the one call, two at once
+        assert [r.messages[0].content for r in proxy.shared] == ["hello"] * 3
+        assert proxy.shared == proxy.requests
 
 
-async def test_a_call_kept_ahead_that_was_lost_is_replaced_by_a_new_one_at_once(
+async def test_a_shared_call_that_was_lost_is_replaced_by_a_new_one_at_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # No restart retries: the answer can only come from asking again on a new call.
     monkeypatch.setattr(llm_module, "RESTART_ATTEMPTS", 1)
-    async with scripted_llm(ahead=True, turn_retries=0) as (proxy, client):
-        proxy.refuse_ahead = 1
+    async with scripted_llm(shared=True, turn_retries=0) as (proxy, client):
+        proxy.refuse_shared = 1
         seen: list[str] = []
         async for out in client.complete("s1", HELLO, sent=lambda: seen.append("sent")):
             seen.append(type(out).__name__)
         assert seen == ["sent", "TextPiece", "ModelFinished"]
-        assert len(proxy.ahead) == 1  # refused before it reached Complete
+        assert proxy.shared_calls == 2
+        assert len(proxy.shared) == 2  # the first refused before it reached Complete
         assert len(proxy.requests) == 1  # the new call's
 
 
-async def test_without_a_call_kept_ahead_a_lost_call_is_llm_proxy_unavailable(
+async def test_a_request_failing_alone_leaves_the_shared_call_to_the_others() -> None:
+    async with scripted_llm(shared=True, turn_retries=0) as (proxy, client):
+        proxy.play(Reply((), LlmContextExceeded("too long")))
+        assert (await failure(client)).code == "LLM_CONTEXT_LENGTH_EXCEEDED"
+        assert (await answer(client))[0] == TextPiece("ok")
+        assert proxy.shared_calls == 1
+
+
+async def test_without_a_shared_call_a_lost_call_is_llm_proxy_unavailable(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(llm_module, "RESTART_ATTEMPTS", 1)
     async with scripted_llm(turn_retries=0) as (proxy, client):
         proxy.play(Reply((), status=S.UNAVAILABLE))
         assert (await failure(client)).code == "LLM_PROXY_UNAVAILABLE"
-        assert proxy.ahead == []
+        assert proxy.shared == []
