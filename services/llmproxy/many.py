@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
 from typing import Any
 
 import grpc
@@ -108,7 +108,7 @@ class _Outbox:
 
 
 async def serve_many(
-    envelopes: AsyncIterator[pb.CompleteEnvelope],
+    envelopes: AsyncIterable[pb.CompleteEnvelope],
     complete: Complete,
     stopping: asyncio.Event | None = None,
 ) -> AsyncIterator[pb.CompleteBatch]:
