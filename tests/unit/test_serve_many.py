@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
+import pytest
 
 from codelab.v1 import llmproxy_pb2 as pb
 from services.common.errors import InvalidInput
@@ -115,3 +116,14 @@ async def test_a_call_that_ends_cancels_what_runs() -> None:
     await asyncio.gather(pending, return_exceptions=True)
     await stream.aclose()  # type: ignore[attr-defined]
     assert CANCELLED == ["wait"]
+
+
+async def test_a_failed_read_ends_the_call_with_its_error() -> None:
+    RELEASE.clear()
+
+    async def broken() -> AsyncIterator[pb.CompleteEnvelope]:
+        yield envelope(1, "wait")
+        raise ConnectionError("the client's stream broke")
+
+    with pytest.raises(ConnectionError):
+        await batches(serve_many(broken(), complete))

@@ -307,3 +307,16 @@ async def test_without_a_shared_call_a_lost_call_is_llm_proxy_unavailable(
         proxy.play(Reply((), status=S.UNAVAILABLE))
         assert (await failure(client)).code == "LLM_PROXY_UNAVAILABLE"
         assert proxy.shared == []
+
+
+async def test_a_shared_call_ended_by_llmproxys_stop_is_replaced_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(llm_module, "RESTART_ATTEMPTS", 1)
+    async with scripted_llm(shared=True, turn_retries=0) as (proxy, client):
+        assert (await answer(client))[0] == TextPiece("ok")
+        proxy.stopping.set()  # its grace period: the idle call ends
+        await asyncio.sleep(0.1)
+        proxy.stopping.clear()  # serving again (a restarted llmproxy)
+        assert (await answer(client))[0] == TextPiece("ok")
+        assert proxy.shared_calls == 2 and len(proxy.requests) == 2
