@@ -3,11 +3,12 @@
 Opening a streaming call costs round trips through gRPC's core before its first message
 leaves (the call's initial metadata, then the message) and the server's handler start
 before that message is read: ~0.7 ms of a new session's first token over ``/v1`` on a
-2-core box for the orchestrator's Stream, and as much on every model call for llmproxy's.
-A client that makes such calls often keeps one open ahead: the next use takes it and
+2-core box for the orchestrator's Stream (model calls share a long-lived call instead:
+services/orchestrator/peers/shared_calls.py). A client that opens such calls often (the
+gateway, a Stream per new session) keeps one open ahead: the next use takes it and
 writes its first message at once, and a replacement is opened ``delay`` seconds later,
 off the taker's way. The server ends a call whose first message does not come within its
-own wait (30 s for both): a spare is closed unused after ``max_age`` (20 s), and none is
+own wait (30 s): a spare is closed unused after ``max_age`` (20 s), and none is
 kept while nothing takes them. A spare that ended (its server stopped) is not handed out.
 Which replica serves a spare is chosen when it is opened, as for any call.
 """
