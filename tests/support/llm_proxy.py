@@ -63,6 +63,8 @@ class ScriptedProxy(pb_grpc.LlmProxyServicer):
     """The requests that came on shared calls (CompleteMany), in order."""
     shared_calls: int = 0
     """CompleteMany calls opened so far."""
+    shared_ended: int = 0
+    """CompleteMany calls that ended by their client's end of writing (not cancelled)."""
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     """CompleteMany's: set, idle shared calls end (the server's grace period)."""
     refuse_shared: int = 0
@@ -107,6 +109,7 @@ class ScriptedProxy(pb_grpc.LlmProxyServicer):
 
         async for batch in LlmProxyServicer.CompleteMany(self, noted(), context):  # type: ignore[arg-type]
             yield batch
+        self.shared_ended += 1
 
     async def Embed(self, request: pb.EmbedRequest, context: Any) -> pb.EmbedResponse:
         raise Unscripted("Embed")

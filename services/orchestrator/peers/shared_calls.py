@@ -1,7 +1,8 @@
 """Model calls over CompleteMany calls kept open to llmproxy: the client's side.
 
 One call per llmproxy address (the channel balances calls, so each lands on its own
-replica when there are several), opened at the first request and again after one ends.
+replica when there are several), opened at the first request and again after one ends or
+has taken requests for ``MAX_AGE`` (replicas behind one DNS name share the calls over time).
 A request gets an id, its envelope is written on the next call in turn, and a reader per
 call hands each batch's items to their requests. To its caller a request behaves as a
 Complete call: its chunks in order, and a failure raised as the ``AioRpcError`` that call
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import TypeAlias
 
@@ -30,6 +32,10 @@ log = logging.getLogger(__name__)
 ManyCall: TypeAlias = aio.StreamStreamCall[pb.CompleteEnvelope, pb.CompleteBatch]
 _STATUS = {status.value[0]: status for status in grpc.StatusCode}
 DEADLINE = grpc.StatusCode.DEADLINE_EXCEEDED
+MAX_AGE = 60.0
+"""Seconds a shared call takes new requests. Then the next request opens another, which
+the channel's round robin may put on another replica (behind one DNS name, pods that came
+later get their share), and the old call ends once its requests have."""
 
 
 def _error(status: grpc.StatusCode, message: str, *trailing: tuple[str, str]) -> aio.AioRpcError:
@@ -55,8 +61,27 @@ class _Call:
         self.call = call
         self.waiting: dict[int, asyncio.Queue[Item]] = {}
         self.failed: aio.AioRpcError | None = None
+        self.opened = time.monotonic()
+        self.retired = False
+        """Replaced by a newer call: ended (half-closed) once its last request leaves."""
+        self._ending: asyncio.Future[None] | None = None
         self._writing = asyncio.Lock()
         self.reader = asyncio.create_task(self._read(), name="complete-many")
+
+    def retire(self) -> None:
+        """Take no more requests; end once those on it have left."""
+        self.retired = True
+        self.release()
+
+    def release(self) -> None:
+        """A request left: a retired call with none left ends (llmproxy ends it with OK)."""
+        if self.retired and not self.waiting and self._ending is None and self.failed is None:
+            self._ending = asyncio.ensure_future(self._end())
+            self._ending.add_done_callback(_quietly)
+
+    async def _end(self) -> None:
+        async with self._writing:
+            await self.call.done_writing()
 
     async def _read(self) -> None:
         try:
@@ -138,6 +163,7 @@ class SharedRequest:
                 return
         finally:
             owner.waiting.pop(self._id, None)
+            owner.release()
 
     def cancel(self) -> None:
         """Leave the request: llmproxy cancels it unless it ended."""
@@ -148,11 +174,12 @@ class SharedRequest:
             cancel = owner.write(pb.CompleteEnvelope(id=self._id, cancel=True))
             task = asyncio.ensure_future(cancel)
             task.add_done_callback(_quietly)
+        owner.release()  # after the cancel: the lock writes in order
 
 
 def _quietly(task: asyncio.Future[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
-        log.debug("a cancel was not written: %s", task.exception())
+        log.debug("not written to a shared call: %s", task.exception())
 
 
 class SharedCalls:
@@ -171,6 +198,9 @@ class SharedCalls:
             raise RuntimeError("the shared calls are closed")
         slot = next(self._turn)
         call = self._calls[slot]
+        if call is not None and call.failed is None and time.monotonic() - call.opened > MAX_AGE:
+            call.retire()  # its successor may land on another replica
+            call = None
         if call is None or call.failed is not None:
             call = self._calls[slot] = _Call(self._open())
         return SharedRequest(call, next(self._ids), request, timeout)

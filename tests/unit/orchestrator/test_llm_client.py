@@ -30,6 +30,7 @@ from services.llmproxy.errors import (
 )
 from services.orchestrator.errors import LlmFailure
 from services.orchestrator.peers import llm as llm_module
+from services.orchestrator.peers import shared_calls
 from services.orchestrator.peers.llm import LlmClient
 from services.orchestrator.state.store import StoredMessage
 from services.orchestrator.turn.toolbox import ToolSpec
@@ -320,3 +321,15 @@ async def test_a_shared_call_ended_by_llmproxys_stop_is_replaced_at_once(
         proxy.stopping.clear()  # serving again (a restarted llmproxy)
         assert (await answer(client))[0] == TextPiece("ok")
         assert proxy.shared_calls == 2 and len(proxy.requests) == 2
+
+
+async def test_a_shared_call_too_old_for_new_requests_ends_once_its_own_are_answered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(shared_calls, "MAX_AGE", 0.0)
+    async with scripted_llm(shared=True) as (proxy, client):
+        assert (await answer(client))[0] == TextPiece("ok")
+        assert (await answer(client))[0] == TextPiece("ok")
+        await asyncio.sleep(0.1)
+        assert proxy.shared_calls == 2  # the second request opened a new call
+        assert proxy.shared_ended == 1  # and the first ended, answered, not cut

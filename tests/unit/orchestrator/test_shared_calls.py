@@ -11,6 +11,7 @@ import pytest
 from grpc import aio
 
 from codelab.v1 import llmproxy_pb2 as pb
+from services.orchestrator.peers import shared_calls
 from services.orchestrator.peers.shared_calls import SharedCalls
 
 
@@ -22,6 +23,7 @@ class HandCall:
         self.written: list[pb.CompleteEnvelope] = []
         self.write_error = write_error
         self.cancelled = False
+        self.half_closed = False
 
     async def read(self) -> Any:
         item = await self.reads.get()
@@ -33,6 +35,9 @@ class HandCall:
         if self.write_error is not None:
             raise self.write_error
         self.written.append(envelope)
+
+    async def done_writing(self) -> None:
+        self.half_closed = True
 
     def cancel(self) -> bool:
         self.cancelled = True
@@ -131,3 +136,30 @@ async def test_a_request_left_early_is_cancelled_by_its_id() -> None:
     assert call.written[-1] == pb.CompleteEnvelope(id=request_id, cancel=True)
     calls.close()
     assert call.cancelled
+
+
+def ended(request_id: int) -> pb.CompleteBatch:
+    return pb.CompleteBatch(items=[pb.TaggedChunk(id=request_id, end=True)])
+
+
+async def test_an_old_call_takes_no_more_requests_and_ends_after_its_last(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(shared_calls, "MAX_AGE", 0.0)
+    opener = Opener()
+    calls = SharedCalls(opener)
+    first = asyncio.ensure_future(chunks(calls))
+    await asyncio.sleep(0.01)
+    second = asyncio.ensure_future(chunks(calls))  # the first call is too old: a new one
+    await asyncio.sleep(0.01)
+    old, new = opener.calls
+    assert len(old.written) == 1 and len(new.written) == 1
+    assert not old.half_closed  # its request still runs
+    old.reads.put_nowait(ended(old.written[0].id))
+    assert await first == []
+    await asyncio.sleep(0.01)
+    assert old.half_closed and not old.cancelled  # ended, not cut
+    new.reads.put_nowait(ended(new.written[0].id))
+    assert await second == []
+    await asyncio.sleep(0.01)
+    assert not new.half_closed  # the current call stays open for the next request
