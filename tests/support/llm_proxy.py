@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -127,20 +128,43 @@ async def scripted_llm(
 ) -> AsyncIterator[tuple[ScriptedProxy, LlmClient]]:
     """A running scripted llmproxy and an LlmClient that talks to it (over a shared
     CompleteMany call when ``shared``)."""
-    proxy = ScriptedProxy()
-    deps = ServiceDeps(
-        name="llmproxy",
-        full_names=(SERVICE,),
-        register=lambda server: pb_grpc.add_LlmProxyServicer_to_server(proxy, server),
-    )
-    server, port = create_server(Settings(internal_api_key=INTERNAL_KEY), deps)
-    await server.start()
-    channel: aio.Channel = internal_channel(f"127.0.0.1:{port}", INTERNAL_KEY)
+    async with scripted_replicas(1, deadline, turn_retries, shared=int(shared)) as running:
+        proxies, client = running
+        yield proxies[0], client
+
+
+@contextlib.asynccontextmanager
+async def scripted_replicas(
+    replicas: int, deadline: float = 10.0, turn_retries: int = 3, *, shared: int = 0
+) -> AsyncIterator[tuple[list[ScriptedProxy], LlmClient]]:
+    """``replicas`` scripted llmproxies behind one channel (round robin, as the mesh's
+    channels balance a list of addresses) and an LlmClient on ``shared`` shared calls."""
+    proxies: list[ScriptedProxy] = []
+    servers = []
+    ports = []
+    for _ in range(replicas):
+        proxy = ScriptedProxy()
+        deps = ServiceDeps(
+            name="llmproxy",
+            full_names=(SERVICE,),
+            register=functools.partial(pb_grpc.add_LlmProxyServicer_to_server, proxy),
+        )
+        server, port = create_server(Settings(internal_api_key=INTERNAL_KEY), deps)
+        await server.start()
+        proxies.append(proxy)
+        servers.append(server)
+        ports.append(port)
+    addresses = ",".join(f"127.0.0.1:{port}" for port in ports)
+    channel: aio.Channel = internal_channel(addresses, INTERNAL_KEY)
+    if replicas > 1:  # round robin picks among connected replicas: let every one connect
+        await channel.channel_ready()
+        await asyncio.sleep(0.2)
     stub = cast("pb_grpc.LlmProxyAsyncStub", pb_grpc.LlmProxyStub(channel))
-    client = LlmClient(stub, deadline, turn_retries, shared=int(shared))
+    client = LlmClient(stub, deadline, turn_retries, shared=shared)
     try:
-        yield proxy, client
+        yield proxies, client
     finally:
         await client.close()
         await channel.close()
-        await server.stop(0)
+        for server in servers:
+            await server.stop(0)

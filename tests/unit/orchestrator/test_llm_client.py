@@ -34,7 +34,14 @@ from services.orchestrator.peers import shared_calls
 from services.orchestrator.peers.llm import LlmClient
 from services.orchestrator.state.store import StoredMessage
 from services.orchestrator.turn.toolbox import ToolSpec
-from tests.support.llm_proxy import Reply, ScriptedProxy, finish, scripted_llm, text
+from tests.support.llm_proxy import (
+    Reply,
+    ScriptedProxy,
+    finish,
+    scripted_llm,
+    scripted_replicas,
+    text,
+)
 from tests.support.mesh import INTERNAL_KEY
 
 HELLO = [StoredMessage("user", "hello")]
@@ -333,3 +340,22 @@ async def test_a_shared_call_too_old_for_new_requests_ends_once_its_own_are_answ
         await asyncio.sleep(0.1)
         assert proxy.shared_calls == 2  # the second request opened a new call
         assert proxy.shared_ended == 1  # and the first ended, answered, not cut
+
+
+async def test_each_listed_replica_gets_a_shared_call_of_its_own() -> None:
+    async with scripted_replicas(2, shared=2) as (proxies, client):
+        for _ in range(4):
+            assert (await answer(client))[0] == TextPiece("ok")
+        assert [p.shared_calls for p in proxies] == [1, 1]
+        assert [len(p.requests) for p in proxies] == [2, 2]
+
+
+async def test_replicas_behind_one_name_share_the_calls_as_the_shared_call_renews(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(shared_calls, "MAX_AGE", 0.0)  # every request renews the call
+    async with scripted_replicas(2, shared=1) as (proxies, client):
+        for _ in range(8):
+            assert (await answer(client))[0] == TextPiece("ok")
+        # One call at a time, yet both replicas answered (one call would have kept one).
+        assert sorted(len(p.requests) for p in proxies) == [4, 4]
