@@ -78,9 +78,14 @@ class KeyedChannel(aio.Channel):
         await self.close()
 
 
+def replicas(addresses: str) -> list[str]:
+    """The ``host:port`` entries of ``a:1,b:2`` (one per replica listed)."""
+    return [a.strip() for a in addresses.split(",") if a.strip()]
+
+
 def target(addresses: str) -> str:
     """``host:port`` or ``a:1,b:2`` (replicas) -> a gRPC target string."""
-    parts = [a.strip() for a in addresses.split(",") if a.strip()]
+    parts = replicas(addresses)
     if len(parts) == 1:
         return parts[0]
     return "ipv4:" + ",".join(parts)

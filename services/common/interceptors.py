@@ -105,19 +105,28 @@ class AuthInterceptor(aio.ServerInterceptor):
         return _rebuild(handler, deny)
 
 
-async def _abort_for(error: BaseException, context: aio.ServicerContext[Any, Any]) -> None:
+Ending = tuple[grpc.StatusCode, str, tuple[tuple[str, str], ...]]
+"""How a call ends: its status, details and trailing metadata."""
+
+
+def ending_of(error: BaseException) -> Ending:
+    """How a call whose handler raised ``error`` ends: a ServiceError's kind as the status,
+    its code (and details) in the trailers; anything else INTERNAL_ERROR (the caller logs
+    it: a bug)."""
     if isinstance(error, ServiceError):
         trailing: tuple[tuple[str, str], ...] = ((ERROR_CODE_KEY, error.code),)
         if error.details:
             # ASCII JSON: a plain (non -bin) metadata value must be printable ASCII.
             trailing += ((ERROR_DETAILS_KEY, json.dumps(error.details, default=str)),)
-        await context.abort(STATUS_BY_KIND[error.kind], error.message, trailing_metadata=trailing)
-    log.exception("unhandled error in handler", exc_info=error)
-    await context.abort(
-        grpc.StatusCode.INTERNAL,
-        "internal error",
-        trailing_metadata=((ERROR_CODE_KEY, "INTERNAL_ERROR"),),
-    )
+        return STATUS_BY_KIND[error.kind], error.message, trailing
+    return grpc.StatusCode.INTERNAL, "internal error", ((ERROR_CODE_KEY, "INTERNAL_ERROR"),)
+
+
+async def _abort_for(error: BaseException, context: aio.ServicerContext[Any, Any]) -> None:
+    if not isinstance(error, ServiceError):
+        log.exception("unhandled error in handler", exc_info=error)
+    status, details, trailing = ending_of(error)
+    await context.abort(status, details, trailing_metadata=trailing)
 
 
 class ObservingInterceptor(aio.ServerInterceptor):

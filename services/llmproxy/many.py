@@ -16,7 +16,6 @@ and every request has ended; a call that ends otherwise cancels what still runs.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
 from typing import Any
@@ -25,7 +24,7 @@ import grpc
 
 from codelab.v1 import llmproxy_pb2 as pb
 from services.common.errors import ServiceError
-from services.common.interceptors import ERROR_CODE_KEY, STATUS_BY_KIND
+from services.common.interceptors import ERROR_CODE_KEY, ERROR_DETAILS_KEY, ending_of
 
 log = logging.getLogger(__name__)
 
@@ -58,24 +57,20 @@ class RequestContext:
 
 
 def failure_of(error: Exception) -> pb.CallFailure:
-    """How a request failed, as a Complete call would have ended (the services'
-    interceptor: a ServiceError's kind and code, anything else INTERNAL_ERROR)."""
-    if isinstance(error, ServiceError):
-        details = json.dumps(error.details, default=str) if error.details else ""
-        return pb.CallFailure(
-            status=STATUS_BY_KIND[error.kind].value[0],
-            message=error.message,
-            error_code=error.code,
-            details_json=details,
-        )
+    """How a request failed, as its own Complete call would have ended (``ending_of``, the
+    services' interceptor's; an abort as its handler named it)."""
     if isinstance(error, Aborted):
-        code = dict(error.trailing).get(ERROR_CODE_KEY, "")
-        return pb.CallFailure(status=error.code.value[0], message=error.details, error_code=code)
-    log.error("unhandled error in a shared Complete", exc_info=error)
+        status, details, trailing = error.code, error.details, error.trailing
+    else:
+        if not isinstance(error, ServiceError):
+            log.error("unhandled error in a shared Complete", exc_info=error)
+        status, details, trailing = ending_of(error)
+    fields = dict(trailing)
     return pb.CallFailure(
-        status=grpc.StatusCode.INTERNAL.value[0],
-        message="internal error",
-        error_code="INTERNAL_ERROR",
+        status=status.value[0],
+        message=details,
+        error_code=fields.get(ERROR_CODE_KEY, ""),
+        details_json=fields.get(ERROR_DETAILS_KEY, ""),
     )
 
 

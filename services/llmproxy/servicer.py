@@ -158,10 +158,19 @@ class LlmProxyServicer(pb_grpc.LlmProxyServicer):
     async def Complete(
         self, request: pb.CompleteRequest, context: aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[pb.CompleteChunk]:
+        async for chunk in self.answer(request, context, join=True):
+            yield chunk
+
+    async def answer(
+        self, request: pb.CompleteRequest, context: Any, *, join: bool = False
+    ) -> AsyncIterator[pb.CompleteChunk]:
+        """``request``'s chunks as the upstream gives them; ``join``: text that waits for
+        its reader is joined (coalesce.py). CompleteMany does not join here: its batches
+        join what waits for the next one (many.py)."""
         names = request_names(request)
         domain = request_from_proto(request, names)
         upstream = self.upstream.complete(request.session_id, request.purpose, domain)
-        async for chunk in coalesced(upstream):
+        async for chunk in coalesced(upstream) if join else upstream:
             yield output_to_proto(chunk, names)
 
     async def CompleteMany(
@@ -170,7 +179,7 @@ class LlmProxyServicer(pb_grpc.LlmProxyServicer):
         context: aio.ServicerContext[Any, Any],
     ) -> AsyncIterator[pb.CompleteBatch]:
         """Many ``Complete`` requests on one call (many.py)."""
-        async for batch in serve_many(request_iterator, self.Complete, self.stopping):
+        async for batch in serve_many(request_iterator, self.answer, self.stopping):
             yield batch
 
     async def Embed(

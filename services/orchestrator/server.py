@@ -19,7 +19,7 @@ from codelab.v1 import (
     toolsearch_pb2_grpc,
 )
 from services.common import db, tracing
-from services.common.channels import mesh_channel
+from services.common.channels import mesh_channel, replicas
 from services.common.key_hashing import key_hash, shown_prefix
 from services.common.probes import health_probe
 from services.common.runner import run_service
@@ -97,7 +97,7 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         meter=limits,
         # One shared call per llmproxy replica; with tracing, each call opens in its span's
         # context (a shared call would carry the context of its opening).
-        shared=0 if tracing.enabled() else len(settings.llmproxy_addr.split(",")),
+        shared=0 if tracing.enabled() else len(replicas(settings.llmproxy_addr)),
     )
     hitl = HitlClient(cast("hitl_pb2_grpc.HitlAsyncStub", hitl_pb2_grpc.HitlStub(channels["hitl"])))
     toolsearch = cast(

@@ -93,6 +93,10 @@ class ScriptedProxy(pb_grpc.LlmProxyServicer):
         if reply.status is not None:
             await context.abort(reply.status, "llmproxy failed")
 
+    def answer(self, request: pb.CompleteRequest, context: Any) -> AsyncIterator[pb.CompleteChunk]:
+        """What CompleteMany runs for one request: this proxy's Complete."""
+        return self.Complete(request, context)
+
     async def CompleteMany(
         self, request_iterator: AsyncIterator[pb.CompleteEnvelope], context: Any
     ) -> AsyncIterator[pb.CompleteBatch]:

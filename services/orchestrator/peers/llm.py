@@ -218,7 +218,7 @@ class LlmClient:
                 )
                 if self._shared is not None and not started and ended and not fresh:
                     # The shared call had ended (its llmproxy went away), not the request:
-                    # ask again at once, on a call opened for it.
+                    # ask again at once (a lost call is replaced by a new one).
                     fresh = True
                     continue
                 if not isinstance(failure, grpc.aio.AioRpcError):
