@@ -4,7 +4,8 @@ Ownership is a Postgres advisory lock held on one connection per replica: a repl
 that dies drops its connection and with it every lease, so another replica can take
 the sessions over at once. A replica that is not the owner hands a message over
 through the ``inbox`` table and a NOTIFY; events travel the other way as NOTIFYs
-that tell a replica's subscribers to read the committed log.
+that tell a replica's subscribers to read the committed log, sent only while another
+replica may be alive (presence.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import asyncpg
 
 from codelab.v1 import common_pb2 as pb
 from services.common.db import Pool, db_errors, dsn_of
+from services.orchestrator.session.presence import Presence
 from services.orchestrator.state.store import QUERIES
 
 log = logging.getLogger(__name__)
@@ -46,8 +48,9 @@ class Left:
 class Ownership:
     """Leases, the inbox and the notification listener of one replica."""
 
-    def __init__(self, pool: Pool) -> None:
+    def __init__(self, pool: Pool, presence: Presence | None = None) -> None:
         self.pool = pool
+        self.presence = presence or Presence(pool)
         self.owned: set[str] = set()
         self._conn: asyncpg.Connection | None = None
         self._listener: asyncpg.Connection | None = None
@@ -64,13 +67,18 @@ class Ownership:
         A lost lease connection lost every lease with it, so ``owned`` starts empty.
         """
         async with self._lock:
+            joined = True
             if self._conn is None or self._conn.is_closed():
                 self.owned.clear()
                 self._conn = await self._connect(self._conn)
+                joined = False
             if self._listener is None or self._listener.is_closed():
                 self._listener = await self._connect(self._listener)
                 await self._listener.add_listener("codelab_inbox", self._inbox_notified)
                 await self._listener.add_listener("codelab_events", self._events_notified)
+                joined = False
+            if not joined:  # (again: joins told while a connection was away went unheard)
+                await self.presence.join(self._conn, self._listener)
 
     async def _connect(self, old: asyncpg.Connection | None) -> asyncpg.Connection:
         # Outside the pool: these connections carry state (leases, LISTEN) that must
@@ -143,6 +151,7 @@ class Ownership:
         return [r["session_id"] for r in rows]
 
     async def close(self) -> None:
+        await self.presence.close()
         if self._listener is not None and not self._listener.is_closed():
             with contextlib.suppress(asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
                 await self._listener.remove_listener("codelab_inbox", self._inbox_notified)

@@ -126,6 +126,7 @@ class Runtime:
         self.leases = Leases(ownership, self._take, lambda sid: sid in self._workers)
 
     async def start(self) -> None:
+        self.ownership.presence.hub = self.hub  # commits notify only while others live
         await self.ownership.start()
         self.ownership.on_inbox = lambda sid: self._spawn(self._drain(sid))
         self.ownership.on_events = self._nudge

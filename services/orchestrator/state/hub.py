@@ -165,6 +165,10 @@ class SessionHub:
         self._writer: asyncio.Task[None] | None = None
         self._due: asyncio.TimerHandle | None = None
         """The wake of the writer that a ``post`` with ``within`` put off."""
+        self.notify = True
+        """Commits notify other replicas' subscribers (False while no other replica is
+        alive: session/presence.py)."""
+        self._inflight: _Batch | None = None
 
     def _batch(self, wake: bool = True) -> _Batch:
         """The batch the next commit takes; ``wake``: commit it as soon as the writer can
@@ -252,6 +256,7 @@ class SessionHub:
             batch, self._pending = self._pending, None
             if batch is None:
                 continue
+            self._inflight = batch
             try:
                 await self._commit(batch)
             except ServiceError as error:
@@ -264,6 +269,14 @@ class SessionHub:
                 raise
             else:
                 batch.committed.set_result(None)
+            finally:
+                self._inflight = None
+
+    async def settled(self) -> None:
+        """Wait for the commit in flight, if any, to end (``notify`` may have changed since
+        its statement was built; every later one is built with the new value)."""
+        if self._inflight is not None:
+            await asyncio.wait([self._inflight.committed])
 
     async def _commit(self, batch: _Batch) -> None:
         rows = batch.rows
@@ -290,7 +303,7 @@ class SessionHub:
             kinds.append(event.WhichOneof("event") or "")
             blobs.append(event.SerializeToString())
         try:
-            await self.store.append_events(ids, seqs, kinds, blobs)
+            await self.store.append_events(ids, seqs, kinds, blobs, notify=self.notify)
         except BaseException:
             # Maybe committed, maybe not (a lost connection cannot tell): read it again.
             for sid in sessions:

@@ -342,11 +342,14 @@ class SessionStore:
         seqs: Sequence[int],
         kinds: Sequence[str],
         events: Sequence[bytes],
+        *,
+        notify: bool = True,
     ) -> None:
         """Commit (session, seq, type, serialized event) rows of any sessions in one
-        statement; replicas watching those sessions are notified at commit."""
+        statement; ``notify``: replicas watching those sessions are told at commit."""
+        query = QUERIES["append_events" if notify else "append_events_quietly"]
         async with db_errors("save events", "DB_WRITE_ERROR"):
-            await self.pool.execute(QUERIES["append_events"], session_ids, seqs, kinds, events)
+            await self.pool.execute(query, session_ids, seqs, kinds, events)
 
     async def events_after(
         self, session_id: str, after: int, limit: int = 1000

@@ -154,9 +154,9 @@ def counted_commits(store: SessionStore, monkeypatch: pytest.MonkeyPatch) -> lis
     commits: list[int] = []
     append = store.append_events
 
-    async def counting(*columns: list[object]) -> None:
+    async def counting(*columns: list[object], notify: bool = True) -> None:
         commits.append(len(columns[0]))
-        await append(*columns)  # type: ignore[arg-type]
+        await append(*columns, notify=notify)  # type: ignore[arg-type]
 
     monkeypatch.setattr(store, "append_events", counting)
     return commits

@@ -228,9 +228,9 @@ async def test_an_answers_end_shares_the_commit_of_its_done(
     flushes: list[tuple[str, bool]] = []
     append, add = store.append_events, store.add_message
 
-    async def counting(*columns: Any) -> None:
+    async def counting(*columns: Any, **options: Any) -> None:
         commits.append([pb.ServerEvent.FromString(raw) for raw in columns[3]])
-        await append(*columns)
+        await append(*columns, **options)
 
     async def adding(sid: str, message: StoredMessage, **options: Any) -> None:
         flushes.append((message.role, options.get("flush", True)))

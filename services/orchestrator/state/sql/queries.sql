@@ -106,6 +106,11 @@ select pg_notify('codelab_events', session_id || ' ' || max(seq))
 from appended
 group by session_id;
 
+-- name: append_events_quietly
+-- append_events while no other replica is alive to be told (session/presence.py).
+insert into orchestrator.events (session_id, seq, type, event)
+select * from unnest($1::text[], $2::bigint[], $3::text[], $4::bytea[]);
+
 -- name: events_after
 select seq, event from orchestrator.events
 where session_id = $1 and seq > $2
