@@ -51,7 +51,12 @@ def failure_error(failure: pb.CallFailure) -> aio.AioRpcError:
     return _error(status, failure.message, *trailing)
 
 
-Item: TypeAlias = pb.TaggedChunk | aio.AioRpcError
+class _Expired:
+    """Queued by a request's deadline: the request is out of time (and still open)."""
+
+
+EXPIRED = _Expired()
+Item: TypeAlias = pb.TaggedChunk | aio.AioRpcError | _Expired
 
 
 class _Call:
@@ -138,18 +143,15 @@ class SharedRequest:
         if owner.failed is not None:
             raise owner.failed
         owner.waiting[self._id] = queue
+        # One timer for the whole request (not one per chunk): what came before the
+        # deadline is read first, then the request is out of time.
+        expiry = asyncio.get_running_loop().call_later(self._timeout, queue.put_nowait, EXPIRED)
         try:
             await owner.write(pb.CompleteEnvelope(id=self._id, request=self._request))
-            deadline = asyncio.get_running_loop().time() + self._timeout
             while True:
-                if queue.empty():
-                    try:
-                        async with asyncio.timeout_at(deadline):
-                            item = await queue.get()
-                    except TimeoutError:
-                        raise _error(DEADLINE, "Deadline Exceeded") from None
-                else:
-                    item = queue.get_nowait()
+                item = queue.get_nowait() if not queue.empty() else await queue.get()
+                if isinstance(item, _Expired):
+                    raise _error(DEADLINE, "Deadline Exceeded")
                 if isinstance(item, aio.AioRpcError):
                     self._ended = True
                     raise item
@@ -162,6 +164,7 @@ class SharedRequest:
                     raise failure_error(item.failure)
                 return
         finally:
+            expiry.cancel()
             owner.waiting.pop(self._id, None)
             owner.release()
 

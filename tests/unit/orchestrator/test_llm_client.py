@@ -248,6 +248,20 @@ async def test_no_answer_within_the_deadline_is_llm_timeout(shared: bool) -> Non
         await asyncio.wait_for(proxy.cancelled.wait(), 2)  # and llmproxy stops it
 
 
+@SHARING
+async def test_what_came_before_the_deadline_is_read_then_the_call_is_out_of_time(
+    shared: bool,
+) -> None:
+    async with scripted_llm(deadline=0.3, shared=shared) as (proxy, client):
+        proxy.play(Reply([text("first")], hold=3))
+        stream = client.complete("s1", HELLO)
+        assert await anext(stream) == TextPiece("first")
+        with pytest.raises(LlmFailure) as failed:
+            await anext(stream)
+        assert failed.value.code == "LLM_TIMEOUT"
+        await asyncio.wait_for(proxy.cancelled.wait(), 2)  # and llmproxy stops it
+
+
 async def test_leaving_the_stream_early_cancels_the_call(
     llm: tuple[ScriptedProxy, LlmClient],
 ) -> None:
