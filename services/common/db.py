@@ -30,7 +30,11 @@ def _jsonb_bytes(value: object) -> bytes:
 
 
 def _jsonb_value(data: bytes) -> object:
-    return json.loads(data[1:])
+    return json.loads(data[1:].decode())  # text: bytes would have their encoding sniffed
+
+
+def _json_value(data: bytes) -> object:
+    return json.loads(data.decode())
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
@@ -39,7 +43,7 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec(
         "json",
         encoder=lambda v: json.dumps(v).encode(),
-        decoder=json.loads,
+        decoder=_json_value,
         schema="pg_catalog",
         format="binary",
     )
