@@ -97,6 +97,13 @@ async def heard_before_marker(pool: Pool, heard: asyncio.Queue[str]) -> list[str
     return out
 
 
+async def started_warning(replica: Replica, caplog: pytest.LogCaptureFixture) -> str:
+    """Start ``replica``'s ownership (and its join); what was logged at warning level."""
+    with caplog.at_level(logging.WARNING):
+        await replica.ownership.start()
+    return caplog.text
+
+
 async def test_a_lone_replica_commits_events_without_notifications(
     first: Replica, pool: Pool, listener: asyncio.Queue[str], store: GatedStore
 ) -> None:
@@ -157,10 +164,9 @@ async def test_a_replica_that_does_not_answer_is_waited_for_a_bounded_time(
     await silent.execute("select pg_advisory_lock($1, 4242)", SPACE)
     replica = Replica(pool, store, join_wait=0.2)
     try:
-        with caplog.at_level(logging.WARNING):
-            await replica.ownership.start()
+        logged = await started_warning(replica, caplog)
         assert replica.hub.notify is True
-        assert "replicas did not answer the join" in caplog.text
+        assert "replicas did not answer the join" in logged
     finally:
         await replica.close()
         await silent.close()
@@ -195,11 +201,10 @@ async def test_a_join_that_cannot_be_answered_is_waited_for_a_bounded_time(
     await closing.close()  # its answer cannot be sent
     joiner = Replica(pool, store, join_wait=0.2)
     try:
-        with caplog.at_level(logging.WARNING):
-            await joiner.ownership.start()
+        logged = await started_warning(joiner, caplog)
         assert answerer.hub.notify is True  # it heard the join all the same
-        assert "join not answered" in caplog.text
-        assert "replicas did not answer the join" in caplog.text
+        assert "join not answered" in logged
+        assert "replicas did not answer the join" in logged
     finally:
         await joiner.close()
         await answerer.close()
