@@ -60,7 +60,8 @@ class Notifier(Protocol):
 
 
 class Presence:
-    """This replica's place among the live replicas; ``notifying``: others may listen."""
+    """This replica's place among the live replicas: it sets ``hub.notify`` (others may
+    listen) and answers the joins of replicas that start later."""
 
     def __init__(self, pool: Pool, join_wait: float = JOIN_WAIT) -> None:
         self.pool = pool
@@ -70,10 +71,6 @@ class Presence:
         self._awaited: set[int] = set()
         self._answered = asyncio.Event()
         self._answers: set[asyncio.Task[None]] = set()
-
-    @property
-    def notifying(self) -> bool:
-        return self.hub.notify if self.hub is not None else True
 
     def _set(self, notify: bool) -> None:
         if self.hub is not None:
