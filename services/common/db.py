@@ -29,12 +29,12 @@ def _jsonb_bytes(value: object) -> bytes:
     return b"\x01" + json.dumps(value).encode()  # jsonb's binary form: a version, the text
 
 
-def _jsonb_value(data: bytes) -> object:
-    return json.loads(data[1:].decode())  # text: bytes would have their encoding sniffed
-
-
 def _json_value(data: bytes) -> object:
-    return json.loads(data.decode())
+    return json.loads(data.decode())  # text: bytes would have their encoding sniffed
+
+
+def _jsonb_value(data: bytes) -> object:
+    return _json_value(data[1:])  # after jsonb's version byte
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
