@@ -51,6 +51,14 @@ class SessionStream:
         self.closed = False
         """Closed by this side (a read failing with CANCELLED then is no news)."""
 
+    def prepare(self, message: common.ClientMessage) -> None:
+        """What ``send`` sets on a message before writing it (its id, the trace)."""
+        kind = message.WhichOneof("message")
+        if self.assign_ids and kind in ONCE and not message.HasField("client_message_id"):
+            message.client_message_id = new_client_id()
+        if tracing.enabled() and not message.trace_context and not message.HasField("attach"):
+            tracing.inject(message.trace_context)
+
     async def send(self, message: common.ClientMessage) -> None:
         """Write one message; a stream that already ended raises its ``AioRpcError``
         (grpc raises ``InvalidStateError`` there, which says nothing of why). A message the
@@ -58,11 +66,7 @@ class SessionStream:
         ``message`` itself, so resending the same object is safe); with tracing on it
         carries the current trace context (the Stream's own metadata names only the
         connection's)."""
-        kind = message.WhichOneof("message")
-        if self.assign_ids and kind in ONCE and not message.HasField("client_message_id"):
-            message.client_message_id = new_client_id()
-        if tracing.enabled() and not message.trace_context and not message.HasField("attach"):
-            tracing.inject(message.trace_context)
+        self.prepare(message)
         async with self._send_lock:
             try:
                 await self._call.write(message)
@@ -229,9 +233,12 @@ class MeshClient:
         user_id: str = "",
         title: str = "",
         system_prompt: str = "",
+        first: common.ClientMessage | None = None,
     ) -> SessionStream:
         """Attach to ``session_id``; ``last_seq`` >= 0 replays the events after it. A
-        session that does not exist yet is created with ``title`` and ``system_prompt``."""
+        session that does not exist yet is created with ``title`` and ``system_prompt``.
+        ``first``: the stream's first message, sent with the attach (a new session's first
+        turn starts its model request while the attach runs)."""
         attach = common.ClientMessage(
             attach=common.Attach(
                 session_id=session_id,
@@ -243,6 +250,9 @@ class MeshClient:
         )
         call = self._spare.take() if self._spare is not None else self.runtime.Stream()
         stream = SessionStream(call, self.assign_ids)
+        if first is not None:
+            stream.prepare(first)
+            attach.attach.first.CopyFrom(first)
         await stream.send(attach)
         return stream
 

@@ -1113,6 +1113,7 @@ class Attach(_message.Message):
     USER_ID_FIELD_NUMBER: _builtins.int
     TITLE_FIELD_NUMBER: _builtins.int
     SYSTEM_PROMPT_FIELD_NUMBER: _builtins.int
+    FIRST_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     last_seq: _builtins.int
     user_id: _builtins.str
@@ -1121,6 +1122,13 @@ class Attach(_message.Message):
     exists): a new session and its first message in one round trip.
     """
     system_prompt: _builtins.str
+    @_builtins.property
+    def first(self) -> Global___ClientMessage:
+        """The stream's first message, carried by its attach: handled as if it came right after
+        it, but read with it, so that a new session's first turn can start its model request
+        while the attach runs. Not an attach itself.
+        """
+
     def __init__(
         self,
         *,
@@ -1129,10 +1137,11 @@ class Attach(_message.Message):
         user_id: _builtins.str = ...,
         title: _builtins.str = ...,
         system_prompt: _builtins.str = ...,
+        first: Global___ClientMessage | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["first", b"first"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["last_seq", b"last_seq", "session_id", b"session_id", "system_prompt", b"system_prompt", "title", b"title", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["first", b"first", "last_seq", b"last_seq", "session_id", b"session_id", "system_prompt", b"system_prompt", "title", b"title", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

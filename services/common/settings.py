@@ -114,6 +114,9 @@ class Settings:
     """LLM_TIMEOUT: seconds for one upstream call."""
     llm_max_retries: int = 2
     """LLM_MAX_RETRIES: retries before the first token on 408/409/429/5xx."""
+    llm_early_requests: bool = True
+    """LLM_EARLY_REQUESTS: send a turn's model request as its user message arrives, when the
+    request can be told beforehand (peers/early.py); a wrong guess costs an upstream call."""
     llm_turn_retries: int = 3
     """LLM_TURN_RETRIES: the orchestrator's retries (with back-off) of a model call that
     failed before its first token, on top of llmproxy's own."""
@@ -215,6 +218,7 @@ class Settings:
             ),
             llm_timeout=_number(env, "LLM_TIMEOUT", cls.llm_timeout, minimum=0.01),
             llm_max_retries=int(_number(env, "LLM_MAX_RETRIES", cls.llm_max_retries)),
+            llm_early_requests=_bool(env, "LLM_EARLY_REQUESTS", cls.llm_early_requests),
             llm_turn_retries=int(_number(env, "LLM_TURN_RETRIES", cls.llm_turn_retries)),
             gateway_host=env.get("GATEWAY_HOST") or cls.gateway_host,
             gateway_port=_port(env, "GATEWAY_PORT", cls.gateway_port),

@@ -303,17 +303,15 @@ def install(app: FastAPI, client: MeshClient, auth: Authenticator, settings: Set
             before = (0, 0) if target.new else await spent(target.session_id)
             # A new session is created by the stream's attach, with its title and prompt.
             title = inputs[-1].user_message.content[:TITLE_LENGTH] if target.new else ""
+            # The first input goes with the attach: a new session's model request
+            # leaves while its attach runs.
             stream = await client.open_stream(
                 target.session_id,
                 user_id=user,
                 title=title,
                 system_prompt=chat.system if target.new else "",
+                first=inputs[0],
             )
-            try:
-                await stream.send(inputs[0])  # on its way while the response starts
-            except BaseException:
-                stream.close()
-                raise
         except FAILURES as error:
             return failure(error).response()
         head = Header(new_completion_id(), int(time.time()), chat.model, target.session_id)

@@ -95,6 +95,7 @@ async def build(settings: Settings, pool: db.Pool, address: str) -> tuple[MeshSe
         deadline=settings.llm_timeout * (settings.llm_max_retries + 1) + 30,
         turn_retries=settings.llm_turn_retries,
         meter=limits,
+        early=settings.llm_early_requests,
         # One shared call per llmproxy replica; with tracing, each call opens in its span's
         # context (a shared call would carry the context of its opening).
         shared=0 if tracing.enabled() else len(replicas(settings.llmproxy_addr)),

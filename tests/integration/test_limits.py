@@ -285,7 +285,8 @@ async def test_usage_is_counted_with_no_limit_set(mesh: Mesh) -> None:
 @pytest.mark.parametrize("limits", [{"sessions_open": 1}], indirect=True)
 async def test_sessions_open_over_chat_completions(mesh: Mesh) -> None:
     """/v1 opens its session with the stream's attach: past the limit the request is a
-    429 (or, streaming, an error frame) with the code, and no session is left behind."""
+    429 (or, streaming, an error frame) with the code, no session is left behind and no
+    model request was sent for it (none leaves before the attach while limits are on)."""
     mesh.scripted.enqueue({"text": "first"})
     async with httpx.AsyncClient(base_url=mesh.gateway_url, timeout=20) as http:
         model = (await http.get("/v1/models")).json()["data"][0]["id"]
@@ -301,3 +302,4 @@ async def test_sessions_open_over_chat_completions(mesh: Mesh) -> None:
         assert json.loads(frames[-2])["error"]["code"] == "RATE_LIMITED"
         listed = (await http.get("/sessions")).json()["sessions"]
     assert len(listed) == 1
+    assert len(mesh.scripted.requests) == 1  # a refused request cost no model call

@@ -13,6 +13,7 @@ from clients.python import SessionStream
 from codelab.v1 import common_pb2 as pb
 from codelab.v1 import runtime_pb2
 from services.common.channels import error_code
+from services.orchestrator.session import runtime
 from services.orchestrator.state.store import SessionStore, StoredMessage
 from tests.support.mesh import Mesh, running_mesh
 
@@ -246,6 +247,42 @@ async def test_a_message_right_behind_a_refused_attach_is_never_applied(mesh: Me
         runtime_pb2.GetHistoryRequest(session_id="s-alice", user_id="alice")
     )
     assert [m.content for m in history.messages] == ["mine", "Alice's answer."]
+
+
+async def test_a_first_message_riding_a_refused_attach_sends_none_of_the_session(
+    mesh: Mesh, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream naming someone else's idle session with a title and a first message: what
+    goes to the model early for it (a new session's guess) holds nothing of that session
+    (its last turn is the guess for its next), and is cancelled with the refused attach."""
+    monkeypatch.setattr(runtime, "IDLE_SECONDS", 0.05)  # alice's worker ends: no one serves it
+    mesh.scripted.enqueue({"text": "Alice's answer."})
+    said = pb.ClientMessage(user_message=pb.UserMessage(content="mine", agent_type="coder"))
+    async with await mesh.client.open_stream("s-alice", user_id="alice") as stream:
+        await stream.send(said)
+        await stream.until_done()
+    await asyncio.sleep(0.3)
+    mesh.scripted.clear_requests()
+
+    hijack = pb.ClientMessage(user_message=pb.UserMessage(content="yours", agent_type="coder"))
+    stream = await mesh.client.open_stream(
+        "s-alice", user_id="mallory", title="hijack", first=hijack
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stream.until_done()
+    assert error_code(caught.value) == "SESSION_NOT_FOUND"
+    await asyncio.sleep(0.2)  # a request sent for it would have reached the model by now
+    sent = [m["content"] for body in mesh.scripted.requests for m in body["messages"]]
+    assert "mine" not in sent and "Alice's answer." not in sent
+
+
+async def test_an_attach_carrying_an_attach_is_refused(mesh: Mesh) -> None:
+    nested = pb.ClientMessage(attach=pb.Attach(session_id="s-nested"))
+    stream = await mesh.client.open_stream("s-nested", first=nested)
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stream.until_done()
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error_code(caught.value) == "MISSING_REQUIRED_FIELD"
 
 
 @pytest.mark.parametrize(

@@ -229,10 +229,12 @@ async def test_row_changes_leave_the_connection_flushing(single: Pool) -> None:
 
 async def test_an_attach_returns_the_owner_and_usage_is_counted_for_it(pool: Pool) -> None:
     """The owner an attach returns is what the usage of the session's model calls is
-    counted for, without reading the session again."""
+    counted for, without reading the session again; its system prompt is the stored one."""
     store = SessionStore(pool)
-    assert await store.attach("owned", "u1", "orchestrator") == ("u1", 0)  # created: no log
-    assert (await store.attach("owned", "", "orchestrator")).owner == "u1"  # no auth: any stream
+    created = await store.attach("owned", "u1", "orchestrator", "t", "be brief")
+    assert created == ("u1", 0, "be brief")  # created: no log
+    again = await store.attach("owned", "", "orchestrator", "", "ignored")  # no auth: any stream
+    assert (again.owner, again.system_prompt) == ("u1", "be brief")  # the stored prompt
     limits = UserLimits(pool, LimitSettings())
     limits.owner_is("owned", "u1")
     await pool.execute(

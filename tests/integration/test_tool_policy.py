@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from tests.support.databases import add_template
+from tests.support.early import outcome
 from tests.support.ide import ide, of
 from tests.support.mesh import Mesh, running_mesh
 
@@ -160,3 +161,15 @@ async def test_a_cancelled_turn_leaves_the_session_cancelled(mesh: Mesh) -> None
         assert of(first, "tool_call")
         await client.turn({"type": "cancel"})
     assert await state_of(mesh, "states-cancel", "CANCELLED") == "CANCELLED"
+
+
+async def test_tools_chosen_per_query_leave_the_next_turn_unguessed(mesh: Mesh) -> None:
+    """A retrieval template's next request depends on what search finds for the new
+    message: no early request is made for it (none would be taken)."""
+    before = (outcome("taken"), outcome("replaced"))
+    async with ide(mesh, "finder-early") as client:
+        await client.say("find one", agent_type="finder")
+        await client.say("find another", agent_type="finder")
+    assert (outcome("taken"), outcome("replaced")) == before
+    asked = [b["messages"][-1]["content"] for b in mesh.scripted.requests]
+    assert asked.count("find another") == 1

@@ -29,6 +29,20 @@ from services.orchestrator.turn.toolbox import ToolSpec
 T = TypeVar("T")
 
 
+class NoEarlyRequests:
+    """Stands for the loop's LlmClient where the runtime asks it to send a turn's request
+    early (peers/early.py): these turns call no model, so nothing is sent."""
+
+    def send_early(self, *_: Any) -> None:
+        return None
+
+    def drop_early(self, session_id: str) -> None:
+        return None
+
+    def has_early(self, session_id: str) -> bool:
+        return False
+
+
 class Turns:
     """Stands for Inputs: records what it handles and answers each message with its
     events; a user message whose text is in ``gates`` runs until its gate opens."""
@@ -36,6 +50,7 @@ class Turns:
     def __init__(self, hub: SessionHub) -> None:
         self.hub = hub
         self.loop = self  # the runtime reads the loop's begin/end/take_last_done through it
+        self.llm = NoEarlyRequests()
         self.plans = self
         self.handled: list[tuple[str, str]] = []
         self.gates: dict[str, asyncio.Event] = {}

@@ -7,8 +7,9 @@ agent loop does not); gRPC failures become ``LlmFailure`` with the spec's code.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Sequence
 from typing import Protocol, TypeAlias
 
 import grpc
@@ -26,6 +27,7 @@ from services.common.model_stream import (
 )
 from services.orchestrator import spans
 from services.orchestrator.errors import LlmFailure
+from services.orchestrator.peers.early import EARLY, EarlyCall, Guesses
 from services.orchestrator.peers.shared_calls import SharedCalls, SharedRequest
 from services.orchestrator.state.store import StoredMessage
 from services.orchestrator.turn.toolbox import ToolSpec
@@ -33,7 +35,7 @@ from services.orchestrator.turn.toolbox import ToolSpec
 log = logging.getLogger(__name__)
 
 ModelCallStream: TypeAlias = (
-    SharedRequest | aio.UnaryStreamCall[pb.CompleteRequest, pb.CompleteChunk]
+    SharedRequest | aio.UnaryStreamCall[pb.CompleteRequest, pb.CompleteChunk] | EarlyCall
 )
 
 RESTART_ATTEMPTS = 6
@@ -108,8 +110,9 @@ def output_from_proto(chunk: pb.CompleteChunk) -> ModelOutput:
 class Meter(Protocol):
     """Per-key budgets around model calls (see session/limits.py)."""
 
-    async def admit_model_call(self, session_id: str) -> None:
-        """Raise when the day's budget of the session's key is spent."""
+    async def admit_model_call(self, session_id: str, user_id: str | None = None) -> None:
+        """Raise when the day's budget of the session's key (``user_id``'s when given) is
+        spent."""
         ...
 
     async def record(
@@ -123,7 +126,8 @@ class LlmClient:
     """Streams completions through llmproxy; with a ``meter``, each call is admitted
     first (refused once the key's day budget is spent) and counted when it finishes.
     With ``shared`` > 0, requests go on that many CompleteMany calls kept open
-    (shared_calls.py) instead of a Complete call each."""
+    (shared_calls.py) instead of a Complete call each. With ``early``, a turn's request
+    can leave before the turn asks for it (``send_early``, early.py)."""
 
     def __init__(
         self,
@@ -133,6 +137,7 @@ class LlmClient:
         meter: Meter | None = None,
         *,
         shared: int = 0,
+        early: bool = False,
     ) -> None:
         self.stub = stub
         self.deadline = deadline
@@ -142,9 +147,78 @@ class LlmClient:
         self._shared: SharedCalls | None = None
         if shared:
             self._shared = SharedCalls(stub.CompleteMany, shared)
+        self.early = early
+        self.guesses = Guesses()
+        self._early: dict[str, tuple[Hashable, EarlyCall]] = {}
+
+    def _open(self, request: pb.CompleteRequest) -> ModelCallStream:
+        if self._shared is not None:
+            return self._shared.request(request, self.deadline)
+        return self.stub.Complete(request, timeout=self.deadline)
+
+    def send_early(
+        self,
+        session_id: str,
+        agent: str,
+        said: StoredMessage,
+        fresh: str | None,
+        user_id: str | None = None,
+    ) -> None:
+        """Send the request session ``session_id``'s turn is likely to make for user message
+        ``said`` with ``agent`` now (``fresh``: the session is new, with that prompt of its
+        own); nothing when it cannot be told. ``user_id``: the session may not exist yet,
+        or not be this user's: only a new session's request is sent, on this user's budget."""
+        if not self.early or session_id in self._early:
+            return
+        new = user_id is not None
+        guessed = self.guesses.guess(session_id, agent, to_proto(said), fresh, new=new)
+        if guessed is None:
+            return
+        key, request = guessed
+        admit = None
+        if self.meter is not None:
+            meter = self.meter
+            admit = functools.partial(meter.admit_model_call, session_id, user_id)
+        self._early[session_id] = (key, EarlyCall(request, lambda: self._open(request), admit))
+
+    def has_early(self, session_id: str) -> bool:
+        """A request was sent early for the session's turn (and not taken yet)."""
+        return session_id in self._early
+
+    def drop_early(self, session_id: str) -> None:
+        """The session's turn is over: an early request it did not take is cancelled."""
+        found = self._early.pop(session_id, None)
+        if found is not None:
+            EARLY.labels("unused").inc()
+            found[1].cancel()
+
+    def _take_early(self, request: pb.CompleteRequest) -> EarlyCall | None:
+        """The early request sent for ``request``'s session when it is ``request``."""
+        found = self._early.pop(request.session_id, None)
+        if found is None:
+            return None
+        key, early = found
+        hit = early.request == request
+        self.guesses.judged(key, hit)
+        EARLY.labels("taken" if hit else "replaced").inc()
+        if hit:
+            return early
+        early.cancel()
+        return None
+
+    def answered(
+        self, session_id: str, agent: str, prompt: str, answer: StoredMessage, reasoning: bool
+    ) -> None:
+        """The session's turn ended with ``answer`` (no tool call) from ``agent``; ``prompt``
+        is the session's own system prompt and ``reasoning`` the template's rendering."""
+        if self.early:
+            self.guesses.answered(session_id, agent, prompt, to_proto(answer, reasoning))
 
     async def close(self) -> None:
-        """Close the shared calls; open no more."""
+        """Cancel the early requests, close the shared calls; open no more."""
+        self.early = False
+        for session_id in list(self._early):
+            self.drop_early(session_id)
         if self._shared is not None:
             self._shared.close()
 
@@ -183,8 +257,19 @@ class LlmClient:
             request.max_tokens = max_tokens
         if upstream_seconds is not None:  # the template's timeouts.llm_seconds
             request.timeout_seconds = upstream_seconds
+        early = None
+        if purpose == "turn" and self.early:
+            early = self._take_early(request)
+            self.guesses.sent(request)
         if self.meter is not None:
-            await self.meter.admit_model_call(session_id)
+            try:
+                await self.meter.admit_model_call(session_id)
+            except BaseException:
+                if early is not None:
+                    early.cancel()
+                raise
+        if early is not None and not await early.admitted:
+            early = None  # its own check refused it: nothing went, the turn asks itself
         # Classification falls back to keywords at once: only turns are retried in full.
         retries = self.turn_retries if purpose != "classification" else 0
         started = False
@@ -192,10 +277,10 @@ class LlmClient:
         fresh = False  # the request went on a shared call opened for it
         while True:
             call: ModelCallStream
-            if self._shared is not None:
-                call = self._shared.request(request, self.deadline)
+            if early is not None:
+                call, early = early, None
             else:
-                call = self.stub.Complete(request, timeout=self.deadline)
+                call = self._open(request)
             try:
                 if sent is not None:
                     sent()

@@ -42,8 +42,13 @@ log = logging.getLogger(__name__)
 
 
 async def _all(*writes: Awaitable[None] | None) -> None:
-    """Wait for writes started side by side; the first failure is raised."""
-    await asyncio.gather(*(w for w in writes if w is not None))
+    """Wait for writes started side by side; the first failure is raised. A lone write is
+    awaited as it is (it starts at once, not one task later)."""
+    started = [w for w in writes if w is not None]
+    if len(started) == 1:
+        await started[0]
+        return
+    await asyncio.gather(*started)
 
 
 CLASSIFY_SECONDS = 20.0
@@ -153,7 +158,8 @@ class Inputs:
                 loop.store.add_message(sid, user, flush=False, applies=applies)
             )
         # The switch, the pin and the first call's tool counts: one write of the session's
-        # row, started once the first model request is sent (the first event flushes it).
+        # row, started once the first model request is sent (the first event flushes it),
+        # or as soon as it is known when that request left early (peers/early.py).
         row = RowChanges()
         ready = TurnWrites(lambda: _all(stored, loop.record(sid, row, flush=False)), row)
         try:
@@ -162,6 +168,9 @@ class Inputs:
             # An unknown agent_type fails here, before any call.
             template, row.pin = await loop.resolve(sid, to.agent)
             row.switch = await loop.switching(sid, to)
+            if loop.llm.has_early(sid):  # its request is on its way: the writes go now
+                ready.start()
+                await asyncio.sleep(0)  # (sent before the turn goes on without a pause)
             if history is not None:
                 await loop.advance(sid, FirstStep(template, [*history, user], ready))
                 return

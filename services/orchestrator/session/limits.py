@@ -120,12 +120,14 @@ class UserLimits:
                 retry_after=retry_after(row["resets_in"]),
             )
 
-    async def admit_model_call(self, session_id: str) -> None:
-        """Before an upstream call: raise BudgetExceeded when the day's budget is spent."""
+    async def admit_model_call(self, session_id: str, user_id: str | None = None) -> None:
+        """Before an upstream call: raise BudgetExceeded when the day's budget is spent
+        (``user_id``'s: for a session that may not exist yet, its owner to be)."""
         tokens, cost = self.settings.tokens_per_day, self.settings.cost_per_day
         if not tokens and not cost:
             return
-        for usage in await self._today(await self.user_of(session_id)):
+        user = user_id if user_id is not None else await self.user_of(session_id)
+        for usage in await self._today(user):
             if usage.limit and usage.used >= usage.limit:
                 raise BudgetExceeded(
                     f"the daily {usage.name} budget ({usage.limit:g}) is spent",

@@ -25,6 +25,7 @@ from services.orchestrator.agents.templates import AgentRegistry
 from services.orchestrator.metrics import SESSIONS_ACTIVE
 from services.orchestrator.peers.mesh_clients import Expired, HitlClient
 from services.orchestrator.session.client_ids import ClientIds, client_message_id, kind_of
+from services.orchestrator.session.early_turns import EarlyTurns
 from services.orchestrator.session.inputs import Inputs, history_entry
 from services.orchestrator.session.leases import Leases
 from services.orchestrator.session.limits import UserLimits
@@ -123,6 +124,7 @@ class Runtime:
         self._handling: dict[str, tuple[str, int]] = {}
         """(client message id, first seq) of the user message each session is handling."""
         self._background: list[asyncio.Task[None]] = []
+        self.early = EarlyTurns(inputs.loop.llm, agents, limits)
         self.leases = Leases(ownership, self._take, lambda sid: sid in self._workers)
 
     async def start(self) -> None:
@@ -160,6 +162,7 @@ class Runtime:
         attached = await self.store.attach(session_id, user_id, entry, title, system_prompt)
         # The usage of its model calls is the owner's.
         self.limits.owner_is(session_id, attached.owner)
+        self.early.attached(session_id, attached.last_seq, attached.system_prompt)
         return attached.last_seq
 
     async def admit(self, user_id: str, message: pb.ClientMessage) -> None:
@@ -177,6 +180,7 @@ class Runtime:
         spans.stamp(item)
         if await self._own(session_id):
             return await self._local(session_id, user_id, item, answer=answer)
+        self.early.drop(session_id)  # the owner's turn asks on its own
         if isinstance(item, pb.ClientMessage):
             await self.ownership.post(session_id, user_id, item)
         return "accepted"
@@ -272,11 +276,17 @@ class Runtime:
                 if policy == "interrupt":
                     assert running is not None
                     running.cancel()
+        if not busy and (inbox is None or inbox.empty()) and isinstance(item, pb.ClientMessage):
+            self.early.arrived(sid, item)
         if inbox is None:
             inbox = self._inboxes[sid] = asyncio.Queue()
             self._workers[sid] = asyncio.create_task(self._work(sid, inbox), name=f"session:{sid}")
         inbox.put_nowait((user_id, item))
         return "accepted"
+
+    def serving(self, sid: str) -> bool:
+        """A worker of this process serves the session now."""
+        return sid in self._workers
 
     async def _claim(self, sid: str, cid: str, kind: str) -> bool:
         """True when the message is to be applied; a repeat is answered here instead."""
@@ -333,6 +343,7 @@ class Runtime:
                 self._running.pop(sid, None)
                 self._live.pop(sid, None)
                 self._unclaimed.pop(sid, None)
+                self.early.ended(sid)
                 self.hub.forget(sid)
                 await self.leases.let_go(sid)
 
@@ -352,6 +363,8 @@ class Runtime:
         cid = client_message_id(item)
         unclaimed = cid is not None and cid in self._unclaimed.get(sid, ())
         marked = not unclaimed  # a claimed message is live already; an unclaimed one once begun
+        if isinstance(item, pb.ClientMessage):
+            self.early.handling(sid, item)
         try:
             await self._started(sid, cid, item)
             begun = await self._begin(sid, item, cid if unclaimed else None)
@@ -360,6 +373,7 @@ class Runtime:
             marked = True
             await self._run_begun(sid, user_id, item, begun)
         finally:
+            self.early.drop(sid)
             self._handling.pop(sid, None)
             if marked:
                 self._live.get(sid, set()).discard(cid or "")

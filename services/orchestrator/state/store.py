@@ -19,11 +19,12 @@ QUERIES = load_queries(SQL_DIR / "queries.sql")
 
 
 class Attached(NamedTuple):
-    """A session a stream attached to: its owner and the last seq of its log, read by the
-    attach's own statement."""
+    """A session a stream attached to: its owner, its system prompt and the last seq of
+    its log, read by the attach's own statement."""
 
     owner: str
     last_seq: int
+    system_prompt: str = ""
 
 
 @dataclass(frozen=True)
@@ -249,7 +250,7 @@ class SessionStore:
                 row = await self.pool.fetchrow(QUERIES["attach_session"], *arguments)
         if row is None or row["deleted_at"] is not None or (user_id and row["user_id"] != user_id):
             raise SessionNotFound(f"Session not found: {session_id}", session_id=session_id)
-        return Attached(row["user_id"], row["last_seq"])
+        return Attached(row["user_id"], row["last_seq"], row["system_prompt"])
 
     async def get_session(self, session_id: str, user_id: str = "") -> SessionRow:
         async with db_errors("read session", "DB_READ_ERROR"):

@@ -161,6 +161,8 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
             raise MissingField("the stream must start with attach") from None
         if first.WhichOneof("message") != "attach" or not first.attach.session_id:
             raise MissingField("the stream must start with attach{session_id}")
+        if first.attach.first.HasField("attach"):
+            raise InvalidInput("attach.first is the stream's first message, not an attach")
         sid, user = first.attach.session_id, first.attach.user_id
         leases = self.runtime.leases
         leases.attached(sid)  # taken beside the check: the first message finds it owned
@@ -186,26 +188,35 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
             subscription: Subscription | None = None
 
             async def read() -> None:
+                if attach.HasField("first"):
+                    await handle(attach.first)
                 async for message in request_iterator:
-                    await attached.wait()
-                    try:
-                        try:
-                            await self.runtime.admit(user, message)
-                        except LimitReached as limited:
-                            message = limit_rejection(limited)
-                        await self.runtime.submit(sid, user, message, answer=False)
-                    except ServiceError as error:
-                        # Not accepted (Postgres away, the owner unreachable): this client
-                        # is told, the stream goes on hearing it.
-                        log.warning("message refused", extra={"fields": {"err": error.message}})
-                        self.runtime.refuse(sid, message, error, only=subscription)
+                    await handle(message)
 
+            async def handle(message: common.ClientMessage) -> None:
+                await attached.wait()
+                try:
+                    try:
+                        await self.runtime.admit(user, message)
+                    except LimitReached as limited:
+                        message = limit_rejection(limited)
+                    await self.runtime.submit(sid, user, message, answer=False)
+                except ServiceError as error:
+                    # Not accepted (Postgres away, the owner unreachable): this client
+                    # is told, the stream goes on hearing it.
+                    log.warning("message refused", extra={"fields": {"err": error.message}})
+                    self.runtime.refuse(sid, message, error, only=subscription)
+
+            if attach.HasField("first"):  # a new session's first turn: its request now
+                served = self.runtime.serving(sid)
+                self.runtime.early.before_attach(sid, user, attach, attach.first, served)
             reader = asyncio.create_task(read(), name=f"stream-reader:{sid}")
             try:
                 subscription = await self._attach(sid, user, attach)
             except BaseException:
                 reader.cancel()
                 await asyncio.wait([reader])
+                self.runtime.early.drop(sid)
                 raise
             if attach.last_seq >= 0:
                 # A reconnecting IDE may have lost a tool_call it never ran: each unanswered

@@ -221,7 +221,12 @@ class ModelStep:
         if not calls:
             # An event after it (the turn's done, or its next step's) commits after it and
             # flushes it too.
-            await self.store.add_message(sid, answer(), flush=False)
+            final = answer()
+            await self.store.add_message(sid, final, flush=False)
+            if template.tool_policy.mode != "retrieval":  # tools chosen per query: no guess
+                self.llm.answered(
+                    sid, template.name, session.system_prompt, final, template.send_reasoning
+                )
             return said()
         proposed = [(new_id("call"), c) for c in calls]
         return await self.ledger.propose(

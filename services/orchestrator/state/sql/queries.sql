@@ -6,8 +6,9 @@ returning session_id;
 
 -- name: attach_session
 -- The session a stream binds to, created on first use, in one round trip: its owner,
--- whether it is deleted (nothing counted: attaching must stay cheap) and the last seq of
--- its log as this statement's snapshot sees it (where a new stream's events start). A
+-- whether it is deleted (nothing counted: attaching must stay cheap), its system prompt and
+-- the last seq of its log as this statement's snapshot sees it (where a new stream's events
+-- start). A
 -- creation commits without waiting for the WAL flush, as begin_turn: the stream's first
 -- event flushes it, and a creation lost with nothing sent is redone by the next attach.
 with no_flush as (
@@ -16,13 +17,13 @@ with no_flush as (
     insert into orchestrator.sessions (session_id, user_id, current_agent, title, system_prompt)
     select $1, $2, $3, $4, $5 from no_flush
     on conflict (session_id) do nothing
-    returning user_id, deleted_at
+    returning user_id, deleted_at, system_prompt
 ), logged as (
     select coalesce(max(seq), 0) as last_seq from orchestrator.events where session_id = $1
 )
-select user_id, deleted_at, last_seq from created, logged
+select user_id, deleted_at, system_prompt, last_seq from created, logged
 union all
-select user_id, deleted_at, last_seq from orchestrator.sessions, logged
+select user_id, deleted_at, system_prompt, last_seq from orchestrator.sessions, logged
 where session_id = $1 and not exists (select 1 from created);
 
 -- name: get_session

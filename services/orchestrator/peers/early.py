@@ -1,0 +1,203 @@
+"""A turn's model request sent as its user message arrives, while the turn starts.
+
+A turn's first model request waits for the turn's start (``begin_turn`` reads the history,
+the agent and what is open; a new session's attach comes before it): ~2-4 ms on the first
+token's way. What that request will hold is known in the two common cases: a session whose
+last turn this process answered (that turn's last request, its answer, then the new user
+message) and a new session (the system prompt, tools and options of the last new session
+of the same agent and prompt, then the message). So the guess goes out at once, and the
+turn takes it at its model call only when the request it built is the same, field for
+field; otherwise the guess is cancelled and the turn's own request sent. A guess can never
+change an answer; a wrong one costs an upstream call, so a key whose guesses missed
+``MISSES`` times in a row is not guessed again, and none is made with
+``LLM_EARLY_REQUESTS=false``. The chunks of a guess wait in a queue until its turn reads
+them; one that no turn takes within ``EARLY_SECONDS`` (or whose turn ends without it) is
+cancelled. What is kept to guess from is bounded in bytes (``KEPT_BYTES``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
+from typing import Any
+
+from prometheus_client import Counter
+
+from codelab.v1 import llmproxy_pb2 as pb
+
+EARLY = Counter(
+    "codelab_orchestrator_early_model_requests_total",
+    "Model requests sent as their user message arrived, by what became of them: taken by "
+    "the turn, replaced (the turn's request differed), unused (no model call took it)",
+    ["outcome"],
+)
+EARLY_SECONDS = 30.0
+"""Seconds an early request waits for its turn before it is cancelled."""
+KEPT_BYTES = 32 << 20
+"""Bytes of requests kept to guess from, the least recently used dropped first."""
+MISSES = 3
+"""Misses in a row after which a key (a session, or an agent and prompt) is not guessed."""
+
+_END = object()
+
+
+class _Kept:
+    """Requests by key, within ``KEPT_BYTES`` (least recently set dropped first)."""
+
+    def __init__(self, budget: int = KEPT_BYTES) -> None:
+        self.budget = budget
+        self._items: OrderedDict[Hashable, tuple[Any, pb.CompleteRequest, int]] = OrderedDict()
+        self._bytes = 0
+
+    def set(self, key: Hashable, tag: Any, request: pb.CompleteRequest) -> None:
+        self.pop(key)
+        size = request.ByteSize()
+        if size > self.budget:
+            return
+        self._items[key] = (tag, request, size)
+        self._bytes += size
+        while self._bytes > self.budget:
+            _, (_, _, dropped) = self._items.popitem(last=False)
+            self._bytes -= dropped
+
+    def get(self, key: Hashable) -> tuple[Any, pb.CompleteRequest] | None:
+        found = self._items.get(key)
+        return None if found is None else (found[0], found[1])
+
+    def pop(self, key: Hashable) -> tuple[Any, pb.CompleteRequest] | None:
+        found = self._items.pop(key, None)
+        if found is None:
+            return None
+        self._bytes -= found[2]
+        return found[0], found[1]
+
+
+class EarlyCall:
+    """A request on its way before its turn asked for it; iterate it as a call.
+    ``admitted``: the day's budget let it go (False: nothing was sent)."""
+
+    def __init__(
+        self,
+        request: pb.CompleteRequest,
+        open_call: Callable[[], Any],
+        admit: Callable[[], Awaitable[None]] | None,
+    ) -> None:
+        self.request = request
+        loop = asyncio.get_running_loop()
+        self.admitted: asyncio.Future[bool] = loop.create_future()
+        self._queue: asyncio.Queue[object] = asyncio.Queue()
+        self._call: Any = None
+        self._task = asyncio.create_task(self._pump(open_call, admit), name="early-request")
+        self._expiry = loop.call_later(EARLY_SECONDS, self._expire)
+
+    async def _pump(
+        self, open_call: Callable[[], Any], admit: Callable[[], Awaitable[None]] | None
+    ) -> None:
+        try:
+            if admit is not None:
+                await admit()
+        except Exception:  # spent, or not to be told now: the turn asks on its own
+            self.admitted.set_result(False)
+            return
+        self.admitted.set_result(True)
+        self._call = open_call()
+        try:
+            async for chunk in self._call:
+                self._queue.put_nowait(chunk)
+        except Exception as error:  # the turn's reading raises it, as its own call would
+            self._queue.put_nowait(error)
+        else:
+            self._queue.put_nowait(_END)
+
+    async def __aiter__(self) -> AsyncIterator[pb.CompleteChunk]:
+        self._expiry.cancel()
+        while True:
+            item = await self._queue.get()
+            if item is _END:
+                return
+            if isinstance(item, Exception):
+                raise item
+            assert isinstance(item, pb.CompleteChunk)
+            yield item
+
+    def _expire(self) -> None:
+        EARLY.labels("unused").inc()
+        self.cancel()
+
+    def cancel(self) -> None:
+        """Stop the request (llmproxy is told, as for any call left)."""
+        self._expiry.cancel()
+        self._task.cancel()
+        if not self.admitted.done():
+            self.admitted.set_result(False)
+        if self._call is not None:
+            self._call.cancel()
+
+
+class Guesses:
+    """What each session's next turn will ask the model, as far as this process saw."""
+
+    def __init__(self, budget: int = KEPT_BYTES) -> None:
+        self._last = _Kept(budget)
+        """Session -> its last turn request sent (its answer not in yet)."""
+        self._next = _Kept(budget)
+        """Session -> (agent, its next turn request but the new user message)."""
+        self._first = _Kept(budget)
+        """(agent, session prompt) -> a new session's first request but its user message."""
+        self._misses: OrderedDict[Hashable, int] = OrderedDict()
+
+    def sent(self, request: pb.CompleteRequest) -> None:
+        """A turn's model request went out."""
+        self._last.set(request.session_id, None, request)
+        self._next.pop(request.session_id)
+
+    def answered(self, sid: str, agent: str, prompt: str, answer: pb.ChatMessage) -> None:
+        """Session ``sid``'s last request was answered with ``answer`` and no tool call
+        (its turn is over): the next turn's request starts as that one plus the answer.
+        ``prompt``: the session's own system prompt, for the new-session guess."""
+        found = self._last.pop(sid)
+        if found is None:
+            return
+        last = found[1]
+        roles = [m.role for m in last.messages]
+        if roles == ["system", "user"]:  # a new session's first request
+            first = pb.CompleteRequest()
+            first.CopyFrom(last)
+            first.ClearField("session_id")
+            del first.messages[1:]
+            self._first.set((agent, prompt), None, first)
+        following = pb.CompleteRequest()
+        following.CopyFrom(last)
+        following.messages.append(answer)
+        self._next.set(sid, agent, following)
+
+    def guess(
+        self, sid: str, agent: str, user: pb.ChatMessage, fresh: str | None, *, new: bool = False
+    ) -> tuple[Hashable, pb.CompleteRequest] | None:
+        """The request session ``sid``'s turn for user message ``user`` is likely to send
+        with ``agent``, and the key its miss counts for. ``fresh``: the session is new,
+        with this system prompt of its own; ``new``: only a new session's guess (the caller
+        is not known to be the session's, its history is not to be sent for it)."""
+        key: Hashable = sid
+        found = None if new else self._next.pop(sid)
+        if found is None or found[0] != agent:
+            key = (agent, fresh)
+            found = self._first.get(key) if fresh is not None else None
+        if found is None or self._misses.get(key, 0) >= MISSES:
+            return None
+        request = pb.CompleteRequest()
+        request.CopyFrom(found[1])
+        request.session_id = sid
+        request.messages.append(user)
+        return key, request
+
+    def judged(self, key: Hashable, hit: bool) -> None:
+        """A guess under ``key`` was (``hit``) or was not what its turn sent."""
+        if hit:
+            self._misses.pop(key, None)
+            return
+        self._misses[key] = self._misses.get(key, 0) + 1
+        self._misses.move_to_end(key)
+        if len(self._misses) > 4096:
+            self._misses.popitem(last=False)
