@@ -10,7 +10,7 @@ turn takes it at its model call only when the request it built is the same, fiel
 field; otherwise the guess is cancelled and the turn's own request sent. A guess can never
 change an answer; a wrong one costs an upstream call, so a key whose guesses missed
 ``MISSES`` times in a row is not guessed again, and none is made with
-``LLM_EARLY_REQUESTS=false``. The chunks of a guess wait in a queue until its turn reads
+``LLM_EARLY_REQUESTS=false``. The chunks of a guess wait in its call until its turn reads
 them; one that no turn takes within ``EARLY_SECONDS`` (or whose turn ends without it) is
 cancelled. What is kept to guess from is bounded in bytes (``KEPT_BYTES``).
 """
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
-from typing import Any
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any, TypeVar
 
 from prometheus_client import Counter
 
@@ -38,8 +38,19 @@ KEPT_BYTES = 32 << 20
 """Bytes of requests kept to guess from, the least recently used dropped first."""
 MISSES = 3
 """Misses in a row after which a key (a session, or an agent and prompt) is not guessed."""
+KEPT_KEYS = 4096
+"""Keys whose misses are counted, the least recently missed forgotten first."""
 
-_END = object()
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+def remember(kept: OrderedDict[K, V], key: K, value: V, most: int) -> None:
+    """Set ``key`` as ``kept``'s newest entry, the oldest dropped past ``most`` entries."""
+    kept[key] = value
+    kept.move_to_end(key)
+    if len(kept) > most:
+        kept.popitem(last=False)
 
 
 class _Kept:
@@ -74,52 +85,37 @@ class _Kept:
 
 
 class EarlyCall:
-    """A request on its way before its turn asked for it; iterate it as a call.
-    ``admitted``: the day's budget let it go (False: nothing was sent)."""
+    """A request sent before its turn asked for it: ``taken`` gives the call to read (what
+    it answered meanwhile waits in the call)."""
 
     def __init__(
         self,
         request: pb.CompleteRequest,
-        open_call: Callable[[], Any],
+        open_call: Callable[[], Awaitable[Any]],
         admit: Callable[[], Awaitable[None]] | None,
     ) -> None:
         self.request = request
-        loop = asyncio.get_running_loop()
-        self.admitted: asyncio.Future[bool] = loop.create_future()
-        self._queue: asyncio.Queue[object] = asyncio.Queue()
         self._call: Any = None
-        self._task = asyncio.create_task(self._pump(open_call, admit), name="early-request")
-        self._expiry = loop.call_later(EARLY_SECONDS, self._expire)
+        self._opening = asyncio.create_task(self._open(open_call, admit), name="early-request")
+        self._expiry = asyncio.get_running_loop().call_later(EARLY_SECONDS, self._expire)
 
-    async def _pump(
-        self, open_call: Callable[[], Any], admit: Callable[[], Awaitable[None]] | None
-    ) -> None:
-        try:
-            if admit is not None:
-                await admit()
-        except Exception:  # spent, or not to be told now: the turn asks on its own
-            self.admitted.set_result(False)
-            return
-        self.admitted.set_result(True)
-        self._call = open_call()
-        try:
-            async for chunk in self._call:
-                self._queue.put_nowait(chunk)
-        except Exception as error:  # the turn's reading raises it, as its own call would
-            self._queue.put_nowait(error)
-        else:
-            self._queue.put_nowait(_END)
+    async def _open(
+        self, open_call: Callable[[], Awaitable[Any]], admit: Callable[[], Awaitable[None]] | None
+    ) -> Any:
+        if admit is not None:
+            await admit()  # the day's budget, before anything is sent
+        self._call = await open_call()
+        return self._call
 
-    async def __aiter__(self) -> AsyncIterator[pb.CompleteChunk]:
+    async def taken(self) -> Any:
+        """The call on its way; None when nothing usable went (the budget refused it, or
+        sending failed): the turn then asks, and meets any failure, on its own."""
         self._expiry.cancel()
-        while True:
-            item = await self._queue.get()
-            if item is _END:
-                return
-            if isinstance(item, Exception):
-                raise item
-            assert isinstance(item, pb.CompleteChunk)
-            yield item
+        try:
+            return await self._opening
+        except Exception:
+            self.cancel()
+            return None
 
     def _expire(self) -> None:
         EARLY.labels("unused").inc()
@@ -128,9 +124,7 @@ class EarlyCall:
     def cancel(self) -> None:
         """Stop the request (llmproxy is told, as for any call left)."""
         self._expiry.cancel()
-        self._task.cancel()
-        if not self.admitted.done():
-            self.admitted.set_result(False)
+        self._opening.cancel()
         if self._call is not None:
             self._call.cancel()
 
@@ -197,7 +191,4 @@ class Guesses:
         if hit:
             self._misses.pop(key, None)
             return
-        self._misses[key] = self._misses.get(key, 0) + 1
-        self._misses.move_to_end(key)
-        if len(self._misses) > 4096:
-            self._misses.popitem(last=False)
+        remember(self._misses, key, self._misses.get(key, 0) + 1, KEPT_KEYS)

@@ -35,7 +35,7 @@ from services.orchestrator.turn.toolbox import ToolSpec
 log = logging.getLogger(__name__)
 
 ModelCallStream: TypeAlias = (
-    SharedRequest | aio.UnaryStreamCall[pb.CompleteRequest, pb.CompleteChunk] | EarlyCall
+    SharedRequest | aio.UnaryStreamCall[pb.CompleteRequest, pb.CompleteChunk]
 )
 
 RESTART_ATTEMPTS = 6
@@ -156,6 +156,13 @@ class LlmClient:
             return self._shared.request(request, self.deadline)
         return self.stub.Complete(request, timeout=self.deadline)
 
+    async def _send_ahead(self, request: pb.CompleteRequest) -> ModelCallStream:
+        """A call for ``request`` whose request is sent now, before it is read."""
+        call = self._open(request)
+        if isinstance(call, SharedRequest):
+            await call.send()
+        return call
+
     def send_early(
         self,
         session_id: str,
@@ -179,7 +186,8 @@ class LlmClient:
         if self.meter is not None:
             meter = self.meter
             admit = functools.partial(meter.admit_model_call, session_id, user_id)
-        self._early[session_id] = (key, EarlyCall(request, lambda: self._open(request), admit))
+        opened = EarlyCall(request, functools.partial(self._send_ahead, request), admit)
+        self._early[session_id] = (key, opened)
 
     def has_early(self, session_id: str) -> bool:
         """A request was sent early for the session's turn (and not taken yet)."""
@@ -268,8 +276,7 @@ class LlmClient:
                 if early is not None:
                     early.cancel()
                 raise
-        if early is not None and not await early.admitted:
-            early = None  # its own check refused it: nothing went, the turn asks itself
+        ahead: ModelCallStream | None = await early.taken() if early is not None else None
         # Classification falls back to keywords at once: only turns are retried in full.
         retries = self.turn_retries if purpose != "classification" else 0
         started = False
@@ -277,8 +284,8 @@ class LlmClient:
         fresh = False  # the request went on a shared call opened for it
         while True:
             call: ModelCallStream
-            if early is not None:
-                call, early = early, None
+            if ahead is not None:
+                call, ahead = ahead, None
             else:
                 call = self._open(request)
             try:

@@ -137,17 +137,32 @@ class SharedRequest:
         self._owner, self._id, self._request, self._timeout = owner, request_id, request, timeout
         self._queue: asyncio.Queue[Item] = asyncio.Queue()
         self._ended = False
+        self._sent = False
+        self._expiry: asyncio.TimerHandle | None = None
 
-    async def __aiter__(self) -> AsyncIterator[pb.CompleteChunk]:
+    async def send(self) -> None:
+        """Send the request (once); reading it sends it too. Sent ahead of its reading, what
+        is answered meanwhile waits in its queue."""
+        if self._sent:
+            return
         owner, queue = self._owner, self._queue
         if owner.failed is not None:
             raise owner.failed
+        self._sent = True
         owner.waiting[self._id] = queue
         # One timer for the whole request (not one per chunk): what came before the
         # deadline is read first, then the request is out of time.
-        expiry = asyncio.get_running_loop().call_later(self._timeout, queue.put_nowait, EXPIRED)
+        self._expiry = asyncio.get_running_loop().call_later(
+            self._timeout, queue.put_nowait, EXPIRED
+        )
+        await owner.write(pb.CompleteEnvelope(id=self._id, request=self._request))
+
+    async def __aiter__(self) -> AsyncIterator[pb.CompleteChunk]:
+        owner, queue = self._owner, self._queue
+        if owner.failed is not None and not self._sent:
+            raise owner.failed
         try:
-            await owner.write(pb.CompleteEnvelope(id=self._id, request=self._request))
+            await self.send()
             while True:
                 item = queue.get_nowait() if not queue.empty() else await queue.get()
                 if isinstance(item, _Expired):
@@ -164,13 +179,16 @@ class SharedRequest:
                     raise failure_error(item.failure)
                 return
         finally:
-            expiry.cancel()
+            if self._expiry is not None:
+                self._expiry.cancel()
             owner.waiting.pop(self._id, None)
             owner.release()
 
     def cancel(self) -> None:
         """Leave the request: llmproxy cancels it unless it ended."""
         owner = self._owner
+        if self._expiry is not None:
+            self._expiry.cancel()
         owner.waiting.pop(self._id, None)
         if not self._ended and owner.failed is None:
             self._ended = True

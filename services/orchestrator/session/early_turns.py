@@ -9,27 +9,16 @@ nothing), nor, before the attach, a message whose user's sessions or messages ar
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable
-from typing import TypeVar
 
 from codelab.v1 import common_pb2 as pb
 from services.orchestrator.agents.templates import AgentRegistry
+from services.orchestrator.peers.early import remember
 from services.orchestrator.peers.llm import LlmClient
 from services.orchestrator.session.inputs import history_entry
 from services.orchestrator.session.limits import UserLimits
 
 KEPT = 10_000
 """New sessions, and handled client message ids, remembered (the oldest forgotten)."""
-
-
-K = TypeVar("K", bound=Hashable)
-
-
-def _remember(kept: OrderedDict[K, str], key: K, value: str) -> None:
-    kept[key] = value
-    kept.move_to_end(key)
-    if len(kept) > KEPT:
-        kept.popitem(last=False)
 
 
 class EarlyTurns:
@@ -48,12 +37,12 @@ class EarlyTurns:
     def attached(self, sid: str, last_seq: int, system_prompt: str) -> None:
         """A stream attached to ``sid``, whose log ends at ``last_seq``."""
         if last_seq == 0:
-            _remember(self._fresh, sid, system_prompt)
+            remember(self._fresh, sid, system_prompt, KEPT)
 
     def handling(self, sid: str, message: pb.ClientMessage) -> None:
         """``message`` is being handled: a repeat of it sends nothing early."""
         if message.HasField("user_message") and message.HasField("client_message_id"):
-            _remember(self._handled, (sid, message.client_message_id), "")
+            remember(self._handled, (sid, message.client_message_id), "", KEPT)
 
     def arrived(self, sid: str, message: pb.ClientMessage) -> None:
         """``message`` starts its turn at once."""
