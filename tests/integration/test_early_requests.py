@@ -16,7 +16,7 @@ from codelab.v1 import runtime_pb2
 from services.orchestrator.session import runtime
 from tests.support.early import outcome
 from tests.support.ide import ide, text_of
-from tests.support.mesh import Mesh
+from tests.support.mesh import Mesh, running_mesh
 
 
 def turns_seen(mesh: Mesh, marker: str) -> int:
@@ -102,3 +102,23 @@ async def test_a_session_idle_between_its_turns_is_still_guessed(
             raise AssertionError("the session's worker never ended")
         await client.say("early-idle-2", agent_type="coder")
     assert outcome("taken") == taken + 1
+
+
+async def test_single_agent_mode_guesses_with_the_agent_that_takes_every_message(
+    database_url: str,
+) -> None:
+    """No agent named, or another one named: the entry agent answers either way, so its
+    request leaves early (the agent named is not the one asked)."""
+    async with running_mesh(database_url, multi_agent_mode=False) as single:
+        taken, replaced = outcome("taken"), outcome("replaced")
+        named: list[dict[str, str]] = [{}, {}, {"agent_type": "coder"}]
+        for n in range(3):
+            single.scripted.enqueue({"match": f"early-single-{n}", "text": f"answer {n}"})
+        async with ide(single, "early-single") as client:
+            said = [
+                text_of(await client.say(f"early-single-{n}", **extra))
+                for n, extra in enumerate(named)
+            ]
+        assert said == ["answer 0", "answer 1", "answer 2"]
+        assert outcome("taken") == taken + 2 and outcome("replaced") == replaced
+        assert [turns_seen(single, f"early-single-{n}") for n in range(3)] == [1, 1, 1]

@@ -1,6 +1,8 @@
 """Which user messages send their turn's model request as they arrive (peers/early.py).
 
-A message whose turn starts at once and names its agent may; a repeat of a message this
+A message whose turn starts at once and whose agent is known may: the agent it names, or in
+single-agent mode the entry agent, which takes every message whatever it names (a routed
+message's agent is the classifier's answer, not known yet). A repeat of a message this
 process handled may not (its turn begins nothing, and the request would be paid for
 nothing), nor, before the attach, a message whose user's sessions or messages are limited
 (the attach checks them, and a refused message must cost no upstream call).
@@ -62,15 +64,16 @@ class EarlyTurns:
     def send(
         self, sid: str, message: pb.ClientMessage, fresh: str | None, user_id: str | None = None
     ) -> None:
-        """Send the model request of ``message``'s turn now when it names its agent, is not
-        a repeat and the request can be told (``fresh``: the session is new, with that
+        """Send the model request of ``message``'s turn now when its agent is known, it is
+        not a repeat and the request can be told (``fresh``: the session is new, with that
         prompt; ``user_id``: whose budget admits it)."""
         if not message.HasField("user_message"):
             return
         if (sid, message.client_message_id) in self._handled:
             return
-        agent, said = message.user_message.agent_type, history_entry(message.user_message)
-        if agent and said is not None and self.agents.has(agent):
+        agents, said = self.agents, history_entry(message.user_message)
+        agent = message.user_message.agent_type if agents.multi_agent_mode else agents.entry
+        if agent and said is not None and agents.has(agent):
             self.llm.send_early(sid, agent, said, fresh, user_id)
 
     def drop(self, sid: str) -> None:
