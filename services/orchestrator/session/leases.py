@@ -16,7 +16,6 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from services.common.errors import ServiceError
 from services.orchestrator.session.ownership import Ownership
 
 log = logging.getLogger(__name__)
@@ -39,7 +38,6 @@ class Leases:
         """Whether a worker runs the session here (it lets go itself when it ends)."""
         self._taking: dict[str, asyncio.Task[bool]] = {}
         self._streams: collections.Counter[str] = collections.Counter()
-        self._early: set[asyncio.Task[None]] = set()
 
     async def own(self, sid: str) -> bool:
         """Own ``sid`` (True) unless another live replica does; the first owner here
@@ -48,9 +46,13 @@ class Leases:
         if taking is None:
             if sid in self.ownership.owned:  # and recovered: a take in flight is waited for
                 return True
-            taking = self._taking[sid] = asyncio.create_task(self._take(sid), name=f"take:{sid}")
-            taking.add_done_callback(lambda done: self._done(sid, done))
+            taking = self._start(sid)
         return await asyncio.shield(taking)
+
+    def _start(self, sid: str) -> asyncio.Task[bool]:
+        taking = self._taking[sid] = asyncio.create_task(self._take(sid), name=f"take:{sid}")
+        taking.add_done_callback(lambda done: self._done(sid, done))
+        return taking
 
     def _done(self, sid: str, task: asyncio.Task[bool]) -> None:
         if self._taking.get(sid) is task:
@@ -59,18 +61,12 @@ class Leases:
             log.debug("take of %s failed", sid, exc_info=task.exception())
 
     def attached(self, sid: str) -> None:
-        """A stream of ``sid`` attached here: take the session beside the attach."""
+        """A stream of ``sid`` attached here: take the session beside the attach (its
+        statement leaves in the loop's next turn, ahead of the work the attach starts; a
+        failed take is logged, and the first message takes it again or says why not)."""
         self._streams[sid] += 1
         if sid not in self.ownership.owned and sid not in self._taking:
-            early = asyncio.create_task(self._quietly_own(sid))
-            self._early.add(early)
-            early.add_done_callback(self._early.discard)
-
-    async def _quietly_own(self, sid: str) -> None:
-        try:
-            await self.own(sid)
-        except ServiceError as error:  # the first message takes it again, or says why not
-            log.debug("early take of %s failed: %s", sid, error.message)
+            self._start(sid)
 
     async def detached(self, sid: str) -> None:
         """A stream of ``sid`` here ended (or its attach was refused)."""
