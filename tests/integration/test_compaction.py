@@ -13,6 +13,7 @@ from codelab.v1 import runtime_pb2
 from services.orchestrator.turn.tokens import text_tokens
 from services.scripted_model.chunks import count_prompt_tokens
 from tests.support.budget import RESERVE, all_fit, small_window, source_file
+from tests.support.early import outcome
 from tests.support.mesh import Mesh, running_mesh
 from tests.support.templates import update_template
 
@@ -142,6 +143,7 @@ async def test_reasoning_sent_back_counts_in_the_budget(mesh: Mesh) -> None:
     await update_template(mesh, "universal", llm_config={"send_reasoning": True})
     thought = "a.b.c.d.e.f.g.h " * 200
     compacted = []
+    missed = outcome("replaced") + outcome("unused")
     async with await mesh.client.open_stream("s-thinking") as stream:
         for n in range(6):
             mesh.scripted.enqueue({"match": f"question {n}", "reasoning": thought, "text": "Ok."})
@@ -150,6 +152,9 @@ async def test_reasoning_sent_back_counts_in_the_budget(mesh: Mesh) -> None:
             assert events[-1].done.status == "completed", events
             compacted += [e for e in events if e.HasField("context_compacted")]
     assert compacted
+    # The turn that compacts sends another prompt than its last one plus the message: its
+    # request is not guessed ahead (peers/early.py), so no upstream call went for nothing.
+    assert outcome("replaced") + outcome("unused") == missed
     all_fit(mesh)
     counts = await mesh.pool.fetch(
         "select reasoning_tokens from orchestrator.messages"

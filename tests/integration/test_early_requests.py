@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 from openai import AsyncOpenAI
@@ -14,6 +15,7 @@ from prometheus_client import REGISTRY
 
 from codelab.v1 import runtime_pb2
 from services.orchestrator.session import runtime
+from services.orchestrator.state.store import SessionStore
 from tests.support.early import outcome
 from tests.support.ide import ide, text_of
 from tests.support.mesh import Mesh, running_mesh
@@ -122,3 +124,27 @@ async def test_single_agent_mode_guesses_with_the_agent_that_takes_every_message
         assert said == ["answer 0", "answer 1", "answer 2"]
         assert outcome("taken") == taken + 2 and outcome("replaced") == replaced
         assert [turns_seen(single, f"early-single-{n}") for n in range(3)] == [1, 1, 1]
+
+
+async def test_a_turn_that_ends_leaves_the_next_messages_early_request_alone(
+    mesh: Mesh, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The next message can come while the last turn is still closing (its ``done`` is out,
+    its end not written yet): that turn's end cancels its own untaken request, not the one
+    the next message just sent."""
+    closing = SessionStore.end_turn
+
+    async def slow_end(self: SessionStore, *args: Any, **kwargs: Any) -> None:
+        await asyncio.sleep(0.3)
+        await closing(self, *args, **kwargs)
+
+    monkeypatch.setattr(SessionStore, "end_turn", slow_end)
+    taken, unused = outcome("taken"), outcome("unused")
+    mesh.scripted.enqueue({"match": "early-close-1", "text": "one"})
+    mesh.scripted.enqueue({"match": "early-close-2", "text": "two"})
+    async with ide(mesh, "early-close") as client:
+        await client.say("early-close-1", agent_type="coder")
+        second = await client.say("early-close-2", agent_type="coder")
+    assert text_of(second) == "two"
+    assert outcome("taken") == taken + 1 and outcome("unused") == unused
+    assert turns_seen(mesh, "early-close-2") == 1

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from prometheus_client import Counter
@@ -51,6 +52,21 @@ def remember(kept: OrderedDict[K, V], key: K, value: V, most: int) -> None:
     kept.move_to_end(key)
     if len(kept) > most:
         kept.popitem(last=False)
+
+
+@dataclass(frozen=True)
+class Room:
+    """Estimated tokens around an answered request, against its template's compaction
+    threshold (``ContextKeeper.room``): a guess whose prompt would pass it is not made (the
+    turn would compact its prompt and send another request)."""
+
+    prompt: int
+    """How far the answered request's prompt could grow and stay under the threshold."""
+    answer: int
+    """What its answer adds to the next turn's prompt."""
+    first: int = 0
+    """What its user message weighs (a new session's first request: the next new session
+    replaces it)."""
 
 
 class _Kept:
@@ -136,9 +152,11 @@ class Guesses:
         self._last = _Kept(budget)
         """Session -> its last turn request sent (its answer not in yet)."""
         self._next = _Kept(budget)
-        """Session -> (agent, its next turn request but the new user message)."""
+        """Session -> ((agent, room), its next turn request but the new user message)."""
         self._first = _Kept(budget)
-        """(agent, session prompt) -> a new session's first request but its user message."""
+        """(agent, session prompt) -> (room, a new session's first request but its user
+        message). A room: the estimated tokens a user message may have before the turn's
+        prompt would be compacted (then not sent as guessed): larger ones are not guessed."""
         self._misses: OrderedDict[Hashable, int] = OrderedDict()
 
     def sent(self, request: pb.CompleteRequest) -> None:
@@ -146,10 +164,13 @@ class Guesses:
         self._last.set(request.session_id, None, request)
         self._next.pop(request.session_id)
 
-    def answered(self, sid: str, agent: str, prompt: str, answer: pb.ChatMessage) -> None:
+    def answered(
+        self, sid: str, agent: str, prompt: str, answer: pb.ChatMessage, room: Room
+    ) -> None:
         """Session ``sid``'s last request was answered with ``answer`` and no tool call
         (its turn is over): the next turn's request starts as that one plus the answer.
-        ``prompt``: the session's own system prompt, for the new-session guess."""
+        ``prompt``: the session's own system prompt, for the new-session guess; ``room``:
+        how far that request's prompt may grow before it would be compacted."""
         found = self._last.pop(sid)
         if found is None:
             return
@@ -160,25 +181,37 @@ class Guesses:
             first.CopyFrom(last)
             first.ClearField("session_id")
             del first.messages[1:]
-            self._first.set((agent, prompt), None, first)
+            self._first.set((agent, prompt), room.prompt + room.first, first)
         following = pb.CompleteRequest()
         following.CopyFrom(last)
         following.messages.append(answer)
-        self._next.set(sid, agent, following)
+        self._next.set(sid, (agent, room.prompt - room.answer), following)
 
     def guess(
-        self, sid: str, agent: str, user: pb.ChatMessage, fresh: str | None, *, new: bool = False
+        self,
+        sid: str,
+        agent: str,
+        user: pb.ChatMessage,
+        size: int,
+        fresh: str | None,
+        *,
+        new: bool = False,
     ) -> tuple[Hashable, pb.CompleteRequest] | None:
-        """The request session ``sid``'s turn for user message ``user`` is likely to send
-        with ``agent``, and the key its miss counts for. ``fresh``: the session is new,
-        with this system prompt of its own; ``new``: only a new session's guess (the caller
-        is not known to be the session's, its history is not to be sent for it)."""
+        """The request session ``sid``'s turn for user message ``user`` (``size``: its
+        estimated tokens) is likely to send with ``agent``, and the key its miss counts for.
+        ``fresh``: the session is new, with this system prompt of its own; ``new``: only a
+        new session's guess (the caller is not known to be the session's, its history is
+        not to be sent for it)."""
         key: Hashable = sid
         found = None if new else self._next.pop(sid)
-        if found is None or found[0] != agent:
+        room = 0
+        if found is not None and found[0][0] == agent:
+            room = found[0][1]
+        else:
             key = (agent, fresh)
             found = self._first.get(key) if fresh is not None else None
-        if found is None or self._misses.get(key, 0) >= MISSES:
+            room = found[0] if found is not None else 0
+        if found is None or size > room or self._misses.get(key, 0) >= MISSES:
             return None
         request = pb.CompleteRequest()
         request.CopyFrom(found[1])

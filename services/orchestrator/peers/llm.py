@@ -27,7 +27,7 @@ from services.common.model_stream import (
 )
 from services.orchestrator import spans
 from services.orchestrator.errors import LlmFailure
-from services.orchestrator.peers.early import EARLY, EarlyCall, Guesses
+from services.orchestrator.peers.early import EARLY, EarlyCall, Guesses, Room
 from services.orchestrator.peers.shared_calls import SharedCalls, SharedRequest
 from services.orchestrator.state.store import StoredMessage
 from services.orchestrator.turn.toolbox import ToolSpec
@@ -170,17 +170,19 @@ class LlmClient:
         said: StoredMessage,
         fresh: str | None,
         user_id: str | None = None,
-    ) -> None:
+    ) -> bool:
         """Send the request session ``session_id``'s turn is likely to make for user message
         ``said`` with ``agent`` now (``fresh``: the session is new, with that prompt of its
-        own); nothing when it cannot be told. ``user_id``: the session may not exist yet,
-        or not be this user's: only a new session's request is sent, on this user's budget."""
+        own); nothing when it cannot be told, or one waits for the session already. False
+        when nothing was sent. ``user_id``: the session may not exist yet, or not be this
+        user's: only a new session's request is sent, on this user's budget."""
         if not self.early or session_id in self._early:
-            return
+            return False
         new = user_id is not None
-        guessed = self.guesses.guess(session_id, agent, to_proto(said), fresh, new=new)
+        user = to_proto(said)
+        guessed = self.guesses.guess(session_id, agent, user, said.token_count, fresh, new=new)
         if guessed is None:
-            return
+            return False
         key, request = guessed
         admit = None
         if self.meter is not None:
@@ -188,6 +190,7 @@ class LlmClient:
             admit = functools.partial(meter.admit_model_call, session_id, user_id)
         opened = EarlyCall(request, functools.partial(self._send_ahead, request), admit)
         self._early[session_id] = (key, opened)
+        return True
 
     def has_early(self, session_id: str) -> bool:
         """A request was sent early for the session's turn (and not taken yet)."""
@@ -215,12 +218,19 @@ class LlmClient:
         return None
 
     def answered(
-        self, session_id: str, agent: str, prompt: str, answer: StoredMessage, reasoning: bool
+        self,
+        session_id: str,
+        agent: str,
+        prompt: str,
+        answer: StoredMessage,
+        reasoning: bool,
+        room: Room,
     ) -> None:
         """The session's turn ended with ``answer`` (no tool call) from ``agent``; ``prompt``
-        is the session's own system prompt and ``reasoning`` the template's rendering."""
+        is the session's own system prompt, ``reasoning`` the template's rendering and
+        ``room`` the prompt's distance from compaction."""
         if self.early:
-            self.guesses.answered(session_id, agent, prompt, to_proto(answer, reasoning))
+            self.guesses.answered(session_id, agent, prompt, to_proto(answer, reasoning), room)
 
     async def close(self) -> None:
         """Cancel the early requests, close the shared calls; open no more."""

@@ -373,7 +373,7 @@ class Runtime:
             marked = True
             await self._run_begun(sid, user_id, item, begun)
         finally:
-            self.early.drop(sid)
+            self.early.finished(sid, item)
             self._handling.pop(sid, None)
             if marked:
                 self._live.get(sid, set()).discard(cid or "")

@@ -47,6 +47,9 @@ from services.orchestrator.turn.toolbox import ToolSpec
 log = logging.getLogger(__name__)
 FORCED_SHARE = 0.5
 """After the upstream refused a prompt as too long, aim for this share of the budget."""
+GUESS_SHARE = 0.9
+"""A next request is guessed ahead (peers/early.py) only while its prompt stays under this
+share of the compaction threshold: the calibration may move before the turn fits it."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,13 @@ class ContextKeeper:
     def observe(self, template: AgentTemplate, fitted: Fitted, reported: int) -> None:
         """The upstream reported ``reported`` prompt tokens for ``fitted``."""
         self.calibration.observe(template.model, fitted.estimate, reported)
+
+    def room(self, template: AgentTemplate, fitted: Fitted) -> int:
+        """Estimated tokens ``fitted``'s prompt may grow by and stay within ``GUESS_SHARE``
+        of the compaction threshold (negative: past it already)."""
+        limits = Limits(template.context_window, template.max_output_tokens)
+        ratio = self.calibration.ratio(template.model)
+        return int(limits.threshold * GUESS_SHARE / ratio) - fitted.estimate
 
     async def fit(
         self,

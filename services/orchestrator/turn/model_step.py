@@ -22,6 +22,7 @@ from services.common.model_stream import ModelFinished, ModelToolCall, Reasoning
 from services.orchestrator.agents.agent_instance import SCRATCH
 from services.orchestrator.agents.templates import AgentTemplate
 from services.orchestrator.errors import LlmFailure
+from services.orchestrator.peers.early import Room
 from services.orchestrator.peers.llm import LlmClient
 from services.orchestrator.state import events
 from services.orchestrator.state.events import new_id
@@ -224,9 +225,14 @@ class ModelStep:
             final = answer()
             await self.store.add_message(sid, final, flush=False)
             if template.tool_policy.mode != "retrieval":  # tools chosen per query: no guess
-                self.llm.answered(
-                    sid, template.name, session.system_prompt, final, template.send_reasoning
+                reasoning = template.send_reasoning
+                alone = fitted.messages[0] if len(fitted.messages) == 1 else None
+                room = Room(
+                    self.context.room(template, fitted),
+                    final.prompt_tokens(reasoning),
+                    alone.token_count if alone is not None else 0,
                 )
+                self.llm.answered(sid, template.name, session.system_prompt, final, reasoning, room)
             return said()
         proposed = [(new_id("call"), c) for c in calls]
         return await self.ledger.propose(

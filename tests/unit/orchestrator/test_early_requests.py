@@ -14,7 +14,7 @@ from codelab.v1 import llmproxy_pb2 as pb
 from services.common.model_stream import ModelFinished, TextPiece
 from services.orchestrator.errors import BudgetExceeded
 from services.orchestrator.peers import early as early_module
-from services.orchestrator.peers.early import MISSES, Guesses
+from services.orchestrator.peers.early import MISSES, Guesses, Room
 from services.orchestrator.peers.llm import LlmClient
 from services.orchestrator.state.store import StoredMessage
 from tests.support.early import outcome
@@ -24,6 +24,8 @@ SYSTEM = StoredMessage("system", "be brief")
 HELLO = StoredMessage("user", "hello")
 ANSWER = StoredMessage("assistant", "ok", name="coder")
 NEXT = StoredMessage("user", "and then?")
+ROOM = Room(prompt=1000, answer=10)
+"""Far from compaction."""
 
 
 @pytest.fixture(params=[False, True], ids=["new-call", "shared-call"])
@@ -40,7 +42,7 @@ async def turn(client: LlmClient, *messages: StoredMessage) -> list[object]:
 async def answered_once(client: LlmClient) -> None:
     """Session s1's first turn, answered with ANSWER and no call."""
     await turn(client, HELLO)
-    client.answered("s1", "coder", "", ANSWER, reasoning=False)
+    client.answered("s1", "coder", "", ANSWER, reasoning=False, room=ROOM)
 
 
 async def until(condition: Callable[[], bool], seconds: float = 5.0) -> None:
@@ -189,50 +191,50 @@ def chat(role: str, content: str) -> pb.ChatMessage:
 def test_a_new_session_is_guessed_from_the_last_new_session_of_its_agent_and_prompt() -> None:
     guesses = Guesses()
     guesses.sent(request("a", "hi"))
-    guesses.answered("a", "coder", "be terse", chat("assistant", "hello"))
-    found = guesses.guess("b", "coder", chat("user", "yo"), "be terse")
+    guesses.answered("a", "coder", "be terse", chat("assistant", "hello"), ROOM)
+    found = guesses.guess("b", "coder", chat("user", "yo"), 5, "be terse")
     assert found is not None
     key, guessed = found
     assert key == ("coder", "be terse")
     assert guessed.session_id == "b" and [m.content for m in guessed.messages] == ["sys", "yo"]
-    assert guesses.guess("c", "coder", chat("user", "yo"), "another prompt") is None
-    assert guesses.guess("c", "ask", chat("user", "yo"), "be terse") is None
-    assert guesses.guess("c", "coder", chat("user", "yo"), None) is None  # not new
+    assert guesses.guess("c", "coder", chat("user", "yo"), 5, "another prompt") is None
+    assert guesses.guess("c", "ask", chat("user", "yo"), 5, "be terse") is None
+    assert guesses.guess("c", "coder", chat("user", "yo"), 5, None) is None  # not new
 
 
 def test_a_session_is_guessed_once_from_its_last_turn() -> None:
     guesses = Guesses()
     guesses.sent(request("a", "hi"))
-    guesses.answered("a", "coder", "", chat("assistant", "hello"))
-    found = guesses.guess("a", "coder", chat("user", "more"), None)
+    guesses.answered("a", "coder", "", chat("assistant", "hello"), ROOM)
+    found = guesses.guess("a", "coder", chat("user", "more"), 5, None)
     assert found is not None and found[0] == "a"
     assert [m.content for m in found[1].messages] == ["sys", "hi", "hello", "more"]
-    assert guesses.guess("a", "coder", chat("user", "more"), None) is None  # taken
+    assert guesses.guess("a", "coder", chat("user", "more"), 5, None) is None  # taken
     guesses.sent(request("a", "hi", "hello", "more"))  # its turn's request: asked, no answer
-    assert guesses.guess("a", "coder", chat("user", "again"), None) is None
+    assert guesses.guess("a", "coder", chat("user", "again"), 5, None) is None
 
 
 def test_a_turn_ending_in_tool_calls_leaves_no_guess() -> None:
     guesses = Guesses()
     guesses.sent(request("a", "hi"))  # answered by tool calls: never ``answered``
-    assert guesses.guess("a", "coder", chat("user", "more"), None) is None
+    assert guesses.guess("a", "coder", chat("user", "more"), 5, None) is None
 
 
 def test_a_key_that_missed_in_a_row_is_not_guessed_again_until_a_hit() -> None:
     guesses = Guesses()
     for _ in range(MISSES):
         guesses.sent(request("a", "hi"))
-        guesses.answered("a", "coder", "", chat("assistant", "hello"))
-        found = guesses.guess("a", "coder", chat("user", "more"), None)
+        guesses.answered("a", "coder", "", chat("assistant", "hello"), ROOM)
+        found = guesses.guess("a", "coder", chat("user", "more"), 5, None)
         assert found is not None
         guesses.judged(found[0], hit=False)
     guesses.sent(request("a", "hi"))
-    guesses.answered("a", "coder", "", chat("assistant", "hello"))
-    assert guesses.guess("a", "coder", chat("user", "more"), None) is None
+    guesses.answered("a", "coder", "", chat("assistant", "hello"), ROOM)
+    assert guesses.guess("a", "coder", chat("user", "more"), 5, None) is None
     guesses.judged("a", hit=True)
     guesses.sent(request("a", "hi"))
-    guesses.answered("a", "coder", "", chat("assistant", "hello"))
-    assert guesses.guess("a", "coder", chat("user", "more"), None) is not None
+    guesses.answered("a", "coder", "", chat("assistant", "hello"), ROOM)
+    assert guesses.guess("a", "coder", chat("user", "more"), 5, None) is not None
 
 
 def test_what_is_kept_to_guess_from_stays_within_its_bytes() -> None:
@@ -241,6 +243,20 @@ def test_what_is_kept_to_guess_from_stays_within_its_bytes() -> None:
     for n in range(5):
         sid = f"s{n}"
         guesses.sent(request(sid, "x" * 1000))
-        guesses.answered(sid, "coder", "", chat("assistant", ""))
-    assert guesses.guess("s0", "coder", chat("user", "?"), None) is None  # dropped
-    assert guesses.guess("s4", "coder", chat("user", "?"), None) is not None
+        guesses.answered(sid, "coder", "", chat("assistant", ""), ROOM)
+    assert guesses.guess("s0", "coder", chat("user", "?"), 5, None) is None  # dropped
+    assert guesses.guess("s4", "coder", chat("user", "?"), 5, None) is not None
+
+
+def test_a_message_the_prompt_has_no_room_for_is_not_guessed() -> None:
+    """Past the room the turn compacts its prompt: the guess would be another request."""
+    guesses = Guesses()
+    guesses.sent(request("a", "hi"))
+    guesses.answered("a", "coder", "be terse", chat("assistant", "hello"), Room(100, 30, 8))
+    assert guesses.guess("a", "coder", chat("user", "long"), 71, None) is None
+    guesses.sent(request("a", "hi"))
+    guesses.answered("a", "coder", "be terse", chat("assistant", "hello"), Room(100, 30, 8))
+    assert guesses.guess("a", "coder", chat("user", "short"), 70, None) is not None
+    # A new session's first request weighs its own message, not the last one's: 100 + 8.
+    assert guesses.guess("b", "coder", chat("user", "long"), 109, "be terse") is None
+    assert guesses.guess("b", "coder", chat("user", "fits"), 108, "be terse") is not None
