@@ -324,7 +324,10 @@ class Runtime:
             try:
                 while True:
                     try:
-                        user_id, item = await asyncio.wait_for(inbox.get(), IDLE_SECONDS)
+                        # Not wait_for: in 3.11 it runs the get in a task of its own, one
+                        # loop turn more before a message that is there already is handled.
+                        async with asyncio.timeout(IDLE_SECONDS):
+                            user_id, item = await inbox.get()
                     except TimeoutError:
                         if inbox.empty():
                             return

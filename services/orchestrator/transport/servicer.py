@@ -156,7 +156,8 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
         context: aio.ServicerContext[Any, Any],
     ) -> AsyncIterator[common.ServerEvent]:
         try:
-            first = await asyncio.wait_for(anext(request_iterator), ATTACH_TIMEOUT)
+            async with asyncio.timeout(ATTACH_TIMEOUT):  # (not wait_for: no task of its own)
+                first = await anext(request_iterator)
         except (StopAsyncIteration, TimeoutError):
             raise MissingField("the stream must start with attach") from None
         if first.WhichOneof("message") != "attach" or not first.attach.session_id:
