@@ -33,10 +33,10 @@ class NoEarlyRequests:
     """Stands for the loop's LlmClient where the runtime asks it to send a turn's request
     early (peers/early.py): these turns call no model, so nothing is sent."""
 
-    def send_early(self, *_: Any) -> None:
+    def send_early(self, *_: Any, **__: Any) -> None:
         return None
 
-    def drop_early(self, session_id: str) -> None:
+    def drop_early(self, session_id: str, owner: object = None) -> None:
         return None
 
     def has_early(self, session_id: str) -> bool:

@@ -204,7 +204,6 @@ class Guesses:
         not to be sent for it)."""
         key: Hashable = sid
         found = None if new else self._next.pop(sid)
-        room = 0
         if found is not None and found[0][0] == agent:
             room = found[0][1]
         else:

@@ -149,7 +149,8 @@ class LlmClient:
             self._shared = SharedCalls(stub.CompleteMany, shared)
         self.early = early
         self.guesses = Guesses()
-        self._early: dict[str, tuple[Hashable, EarlyCall]] = {}
+        self._early: dict[str, tuple[Hashable, EarlyCall, object]] = {}
+        """Session -> (its guess's key, the request sent early, what it was sent for)."""
 
     def _open(self, request: pb.CompleteRequest) -> ModelCallStream:
         if self._shared is not None:
@@ -170,45 +171,49 @@ class LlmClient:
         said: StoredMessage,
         fresh: str | None,
         user_id: str | None = None,
-    ) -> bool:
+        owner: object = None,
+    ) -> None:
         """Send the request session ``session_id``'s turn is likely to make for user message
         ``said`` with ``agent`` now (``fresh``: the session is new, with that prompt of its
-        own); nothing when it cannot be told, or one waits for the session already. False
-        when nothing was sent. ``user_id``: the session may not exist yet, or not be this
-        user's: only a new session's request is sent, on this user's budget."""
+        own); nothing when it cannot be told, or one waits for the session already.
+        ``user_id``: the session may not exist yet, or not be this user's: only a new
+        session's request is sent, on this user's budget. ``owner``: what the request is
+        for (``drop_early`` with another owner leaves it)."""
         if not self.early or session_id in self._early:
-            return False
+            return
         new = user_id is not None
         user = to_proto(said)
         guessed = self.guesses.guess(session_id, agent, user, said.token_count, fresh, new=new)
         if guessed is None:
-            return False
+            return
         key, request = guessed
         admit = None
         if self.meter is not None:
             meter = self.meter
             admit = functools.partial(meter.admit_model_call, session_id, user_id)
         opened = EarlyCall(request, functools.partial(self._send_ahead, request), admit)
-        self._early[session_id] = (key, opened)
-        return True
+        self._early[session_id] = (key, opened, owner)
 
     def has_early(self, session_id: str) -> bool:
         """A request was sent early for the session's turn (and not taken yet)."""
         return session_id in self._early
 
-    def drop_early(self, session_id: str) -> None:
-        """The session's turn is over: an early request it did not take is cancelled."""
-        found = self._early.pop(session_id, None)
-        if found is not None:
-            EARLY.labels("unused").inc()
-            found[1].cancel()
+    def drop_early(self, session_id: str, owner: object = None) -> None:
+        """The session's turn is over: an early request it did not take is cancelled (with
+        ``owner``, only the one sent for it: the next message's may have left meanwhile)."""
+        found = self._early.get(session_id)
+        if found is None or (owner is not None and found[2] is not owner):
+            return
+        del self._early[session_id]
+        EARLY.labels("unused").inc()
+        found[1].cancel()
 
     def _take_early(self, request: pb.CompleteRequest) -> EarlyCall | None:
         """The early request sent for ``request``'s session when it is ``request``."""
         found = self._early.pop(request.session_id, None)
         if found is None:
             return None
-        key, early = found
+        key, early, _ = found
         hit = early.request == request
         self.guesses.judged(key, hit)
         EARLY.labels("taken" if hit else "replaced").inc()

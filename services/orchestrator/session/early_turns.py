@@ -35,10 +35,6 @@ class EarlyTurns:
         yet: its first turn's request can be told."""
         self._handled: OrderedDict[tuple[str, str], str] = OrderedDict()
         """(session, client message id) of user messages handled here: their repeats."""
-        self._sent_for: dict[str, pb.ClientMessage] = {}
-        """Session -> the message its early request was sent for (the object the session's
-        worker hands its turn): a turn that ends cancels its own untaken request, not the
-        one a message that came right behind it sent meanwhile."""
 
     def attached(self, sid: str, last_seq: int, system_prompt: str) -> None:
         """A stream attached to ``sid``, whose log ends at ``last_seq``."""
@@ -77,20 +73,17 @@ class EarlyTurns:
             return
         agents, said = self.agents, history_entry(message.user_message)
         agent = message.user_message.agent_type if agents.multi_agent_mode else agents.entry
-        if not agent or said is None or not agents.has(agent):
-            return
-        if self.llm.send_early(sid, agent, said, fresh, user_id):
-            self._sent_for[sid] = message
+        if agent and said is not None and agents.has(agent):
+            # Owned by the message object the session's worker hands its turn (finished).
+            self.llm.send_early(sid, agent, said, fresh, user_id, owner=message)
 
     def finished(self, sid: str, message: object) -> None:
         """The turn of ``message`` is over: the request sent early for it, if it was not
         taken, is cancelled (a request sent for the next message is left to its turn)."""
-        if self._sent_for.get(sid) is message:
-            self.drop(sid)
+        self.llm.drop_early(sid, owner=message)
 
     def drop(self, sid: str) -> None:
         """No turn of this process will take the session's early request: cancel it."""
-        self._sent_for.pop(sid, None)
         self.llm.drop_early(sid)
 
     def ended(self, sid: str) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from services.common.background import background
@@ -222,9 +222,11 @@ class ModelStep:
         if not calls:
             # An event after it (the turn's done, or its next step's) commits after it and
             # flushes it too.
-            final = answer()
+            final = answer()  # counted once, for its row and its next prompt's room
+            final = replace(final, tokens=final.token_count, reasoning_tokens=final.reasoning_count)
             await self.store.add_message(sid, final, flush=False)
-            if template.tool_policy.mode != "retrieval":  # tools chosen per query: no guess
+            # Tools chosen per query (retrieval) leave nothing to guess the next request by.
+            if self.llm.early and template.tool_policy.mode != "retrieval":
                 reasoning = template.send_reasoning
                 alone = fitted.messages[0] if len(fitted.messages) == 1 else None
                 room = Room(

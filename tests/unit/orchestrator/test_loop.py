@@ -52,8 +52,8 @@ class ScriptedStream:
         for output in self.replies.pop(0):
             yield output
 
-    def answered(self, *_: Any) -> None:
-        """A turn's answer, from which LlmClient guesses the next request: none here."""
+    early = False
+    """No request is guessed ahead here (peers/early.py)."""
 
     def has_early(self, session_id: str) -> bool:
         return False  # nothing is sent before a turn asks
