@@ -36,6 +36,7 @@ SAMPLE_SECONDS = 30.0
 GIVE_UP = 3
 NOT_PRESENT = "n/a (endpoint not present)"
 V1 = "/v1/chat/completions (gateway, stream, new session per request)"
+V1_CONTINUED = "/v1/chat/completions (gateway, stream, X-CodeLab-Session: continuing a session)"
 BASELINE = "direct: openai SDK -> scripted model (baseline)"
 SINGLE = "WebSocket, single-agent mode (MULTI_AGENT_MODE=false)"
 MULTI = "WebSocket, multi-agent default (routing call + agent)"
@@ -125,6 +126,45 @@ async def chat_completions_model(http: httpx.AsyncClient, mesh: BenchMesh) -> st
     return "coder" if "coder" in names else (names[0] if names else None)
 
 
+class ContinuedPath:
+    """``/v1`` requests that continue a session (a template and ``X-CodeLab-Session``, as a
+    client that keeps talking does); a new session, opened by a request not counted, every
+    ``TURNS_PER_SESSION`` turns."""
+
+    def __init__(self, client: AsyncOpenAI, model: str) -> None:
+        self.client, self.model = client, model
+        self.session: str | None = None
+
+    async def __call__(self, index: int) -> float:
+        if self.session is None or index % TURNS_PER_SESSION == 0:
+            self.session = None
+            self.session = (await self._ask(f"{MARKER} open {index}", {}))[1]
+        try:
+            return (await self._ask(f"{MARKER} {index}", {"X-CodeLab-Session": self.session}))[0]
+        except Exception:
+            self.session = None  # the next sample starts on a clean session
+            raise
+
+    async def _ask(self, content: str, headers: dict[str, str]) -> tuple[float, str]:
+        """Milliseconds to the first content delta, and the session that answered."""
+        started = time.perf_counter()
+        first: float | None = None
+        session = ""
+        stream = await self.client.chat.completions.create(
+            model=self.model,
+            messages=[{"role": "user", "content": content}],
+            stream=True,
+            extra_headers=headers,
+        )
+        async for chunk in stream:
+            session = session or str((chunk.model_extra or {}).get("session_id") or "")
+            if first is None and chunk.choices and chunk.choices[0].delta.content:
+                first = time.perf_counter()
+        if first is None or not session:
+            raise RuntimeError("the continued session streamed no content")
+        return (first - started) * 1000, session
+
+
 async def _take(path: Path, index: int) -> None:
     """One sample; a path failing ``GIVE_UP`` times in a row is sampled no more, so a
     broken path costs seconds, not ``samples`` timeouts."""
@@ -179,6 +219,7 @@ async def measure(
             )
             stack.push_async_callback(gateway.close)
             paths.append(Path(V1, lambda i: first_token_ms(gateway, model, f"{MARKER} {i}")))
+            paths.append(Path(V1_CONTINUED, ContinuedPath(gateway, model)))
         for index in range(-WARM_UP, samples):
             if index == 0:  # the warm-up rounds are not counted (a path given up stays so)
                 for path in paths:
@@ -193,6 +234,7 @@ async def measure(
         figures.insert(4, Figure(SECTION, SINGLE, "n/a (skipped: --no-single-agent)", "ms"))
     if model is None:
         figures.append(Figure(SECTION, V1, NOT_PRESENT, "ms"))
+        figures.append(Figure(SECTION, V1_CONTINUED, NOT_PRESENT, "ms"))
     return figures
 
 

@@ -14,7 +14,8 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response, Streamin
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, generate_latest
 
-from clients.python import MeshClient
+from clients.python import MeshClient, SessionStream
+from codelab.v1 import common_pb2 as pb
 from codelab.v1 import runtime_pb2
 from services.common import tracing
 from services.common.errors import ErrorKind
@@ -96,6 +97,10 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
     app.add_middleware(KeyCheck, auth=auth)
     install_browser_guards(app, settings.gateway_cors_origins)
 
+    async def opened_with(session_id: str, user: str, first: pb.ClientMessage) -> SessionStream:
+        """A new stream of the session whose attach carries ``first``."""
+        return await client.open_stream(session_id, user_id=user, first=first)
+
     async def message_stream(request: Request) -> StreamingResponse:
         """Send one message and stream the answer as SSE until ``event: done``.
 
@@ -115,7 +120,7 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
         message = parse_client_message(raw)
         if not message.HasField("client_message_id"):
             with_idempotency_key(message, request.headers)
-        opened = functools.partial(client.open_stream, session_id, user_id=user)
+        opened = functools.partial(opened_with, session_id, user)
         reader = await held.send(session_id, user, message, opened)
         SSE_REQUESTS.inc()
         frames = sse_events(
@@ -136,8 +141,8 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
         tags=["agent"],
         route_class_override=LeanRoute,
     )
-    openai_api.install(app, client, auth, settings)
-    app.include_router(build_router(client, auth))
+    openai_api.install(app, client, auth, settings, held)
+    app.include_router(build_router(client, auth, deleted=held.forget_session))
     install_admin(app, client, auth, keys)
 
     app.include_router(build_health_router(client, settings, watch, VERSION))

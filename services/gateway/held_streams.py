@@ -1,20 +1,22 @@
-"""A session's Stream kept between its SSE requests.
+"""A session's Stream kept between its SSE and ``/v1`` requests.
 
 An SSE request opens a Stream, attaches, sends its message and reads its turn to ``done``;
 the IDE sends the session's next message the same way moments later. A new Stream's set-up
 and attach are a round trip and a statement on that message's way (~1.5 ms of its first
 token, half of what SSE costs over a held WebSocket), so a request that read its turn to
 ``done`` leaves its stream attached, held for the same session and user; the next request
-takes it. While held, what arrives is read and dropped: a request hears what follows it,
-as on a new stream. A held stream that ends is forgotten; one not taken within ``seconds``,
-or pushed out by ``most`` newer ones, is closed.
+takes it (a ``/v1`` request that continues a session too: the attach that made the held
+stream checked that the session is the user's). While held, what arrives is read and
+dropped: a request hears what follows it, as on a new stream. A held stream that ends is
+forgotten; one not taken within ``seconds``, pushed out by ``most`` newer ones, or of a
+session deleted through this gateway, is closed.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TypeAlias
 
 import grpc
@@ -27,7 +29,8 @@ Item: TypeAlias = pb.ServerEvent | grpc.aio.AioRpcError | None
 """What a reader hands on: an event, the failure that ended the stream, or None (it ended)."""
 
 REUSED = Counter(
-    "codelab_gateway_sse_streams_reused_total", "SSE requests that took a session's held stream"
+    "codelab_gateway_sse_streams_reused_total",
+    "SSE and /v1 requests that took a session's held stream",
 )
 HOLD_SECONDS = 30.0
 MOST_HELD = 256
@@ -36,7 +39,7 @@ MOST_HELD = 256
 class StreamReader:
     """A Stream and the task reading it into ``queue`` (from ``start``, by the response
     that reads it: a response never sent leaves nothing running); while held (``queue``
-    None) what arrives is dropped."""
+    None) what arrives is dropped. ``events`` reads a stream nobody reads yet directly."""
 
     def __init__(self, stream: SessionStream) -> None:
         self.stream = stream
@@ -65,6 +68,24 @@ class StreamReader:
             if self.on_end is not None:
                 self.on_end()
 
+    async def events(self) -> AsyncGenerator[pb.ServerEvent, None]:
+        """The stream's events, raising the failure that ends it: read from the stream
+        itself while no task reads it (a new stream: no queue between it and the
+        response), else from ``queue``. ``start`` it before it is held."""
+        if self.task is None:
+            async for event in self.stream:
+                yield event
+            return
+        queue = self.queue
+        assert queue is not None, "a held stream is taken before it is read"
+        while True:
+            item = queue.get_nowait() if not queue.empty() else await queue.get()
+            if item is None:
+                return
+            if isinstance(item, grpc.aio.AioRpcError):
+                raise item
+            yield item
+
     def close(self) -> None:
         """End the stream and its reading (the task finishes on its own)."""
         self.stream.close()
@@ -92,6 +113,16 @@ class StreamHold:
 
     def __len__(self) -> int:
         return len(self._held)
+
+    def holds(self, session_id: str, user: str) -> bool:
+        """A stream of the session is held for ``user`` and has not ended."""
+        entry = self._held.get((session_id, user))
+        return entry is not None and not entry[0].ended
+
+    def forget_session(self, session_id: str) -> None:
+        """Close the session's held streams (it was deleted)."""
+        for key in [key for key in self._held if key[0] == session_id]:
+            self._drop(*self._held.pop(key))
 
     def take(self, session_id: str, user: str) -> StreamReader | None:
         """The session's held stream for ``user``, reading for the caller now; None when
@@ -142,10 +173,11 @@ class StreamHold:
         session_id: str,
         user: str,
         message: pb.ClientMessage,
-        opened: Callable[[], Awaitable[SessionStream]],
+        opened: Callable[[pb.ClientMessage], Awaitable[SessionStream]],
     ) -> StreamReader:
         """``message`` sent on the session's held stream or, when there is none or it
-        ended before the message went (then it was not sent), on a new one (``opened``)."""
+        ended before the message went (then it was not sent), with the attach of a new
+        one (``opened(message)``)."""
         reader = self.take(session_id, user)
         if reader is not None:
             try:
@@ -153,13 +185,7 @@ class StreamHold:
                 return reader
             except grpc.aio.AioRpcError:
                 await reader.aclose()
-        reader = StreamReader(await opened())
-        try:
-            await reader.stream.send(message)
-        except BaseException:
-            reader.close()
-            raise
-        return reader
+        return StreamReader(await opened(message))
 
     async def close(self) -> None:
         """Close every held stream (the gateway is stopping)."""

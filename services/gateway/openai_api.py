@@ -57,12 +57,14 @@ from codelab.v1 import llmproxy_pb2, runtime_pb2
 from services.common.settings import Settings
 from services.gateway.auth import Authenticator
 from services.gateway.errors import OpenAIError
+from services.gateway.held_streams import StreamHold
 from services.gateway.lean import EventStream, LeanRoute
 from services.gateway.openai_render import (
     FAILURES,
     ChunkWriter,
     Header,
     JsonObject,
+    Output,
     ToolCallOut,
     completion_object,
     failure,
@@ -201,6 +203,10 @@ class TemplateNames:
         """Listed, and the listing is at most ``ttl`` seconds old."""
         return name in self._names and time.monotonic() - self._at < self.ttl
 
+    def seen(self, name: str) -> bool:
+        """In the last listing, however old."""
+        return name in self._names
+
 
 @dataclass
 class Target:
@@ -211,11 +217,16 @@ class Target:
     new: bool
 
 
-def install(app: FastAPI, client: MeshClient, auth: Authenticator, settings: Settings) -> None:
-    """The ``/v1`` routes over ``client``; like the rest of the gateway, stateless. Chat
-    completions is a hot route: it goes on the app's own router (matched in the order
-    routes are added, and run lean: an included router's routes run FastAPI's full
-    request handler); the others in an included router."""
+def install(
+    app: FastAPI, client: MeshClient, auth: Authenticator, settings: Settings, held: StreamHold
+) -> None:
+    """The ``/v1`` routes over ``client``; like the rest of the gateway, stateless but for
+    ``held``: a request that read its turn to the end leaves its session's stream there,
+    and the session's next request (``/v1`` or SSE, same user) takes it: no attach, and no
+    ownership check of its own (the held stream's attach checked). Chat completions is a
+    hot route: it goes on the app's own router (matched in the order routes are added,
+    and run lean: an included router's routes run FastAPI's full request handler); the
+    others in an included router."""
     router = APIRouter(prefix="/v1", tags=["openai"])
     runtime = client.runtime
     # Templates carry no creation time; the gateway's start is the honest stand-in.
@@ -248,13 +259,16 @@ def install(app: FastAPI, client: MeshClient, auth: Authenticator, settings: Set
 
     async def resolve(model: str, headers: Mapping[str, str], user: str) -> Target:
         header_session = headers.get(SESSION_HEADER.lower())
+        if not known.seen(model) and held.holds(model, user):
+            return Target(model, None, new=False)  # its held stream's attach checked it
         if not await is_template(model):
             unknown = f"The model '{model}' is neither an agent template nor your session"
             await owned(model, user, "AGENT_NOT_FOUND", unknown)
             return Target(model, None, new=False)
         if header_session:
-            unknown = f"{SESSION_HEADER}: '{header_session}' is not your session"
-            await owned(header_session, user, "SESSION_NOT_FOUND", unknown)
+            if not held.holds(header_session, user):
+                unknown = f"{SESSION_HEADER}: '{header_session}' is not your session"
+                await owned(header_session, user, "SESSION_NOT_FOUND", unknown)
             return Target(header_session, model, new=False)
         key = headers.get(IDEMPOTENCY_HEADER)
         if key:  # a retried first request reaches the session its first try opened
@@ -300,18 +314,24 @@ def install(app: FastAPI, client: MeshClient, auth: Authenticator, settings: Set
             inputs = client_messages(added, target.agent_type, new_session=target.new)
             if inputs[-1].HasField("user_message"):
                 with_idempotency_key(inputs[-1], request.headers)
-            before = (0, 0) if target.new else await spent(target.session_id)
+            # What the session used before, when the answer reports usage at all.
+            reported = chat.include_usage or not chat.stream
+            before = await spent(target.session_id) if reported and not target.new else (0, 0)
             # A new session is created by the stream's attach, with its title and prompt.
             title = inputs[-1].user_message.content[:TITLE_LENGTH] if target.new else ""
-            # The first input goes with the attach: a new session's model request
-            # leaves while its attach runs.
-            stream = await client.open_stream(
-                target.session_id,
-                user_id=user,
-                title=title,
-                system_prompt=chat.system if target.new else "",
-                first=inputs[0],
-            )
+
+            async def opened(first: pb.ClientMessage) -> SessionStream:
+                # The first input goes with the attach: a new session's model request
+                # leaves while its attach runs.
+                return await client.open_stream(
+                    target.session_id,
+                    user_id=user,
+                    title=title,
+                    system_prompt=chat.system if target.new else "",
+                    first=first,
+                )
+
+            reader = await held.send(target.session_id, user, inputs[0], opened)
         except FAILURES as error:
             return failure(error).response()
         head = Header(new_completion_id(), int(time.time()), chat.model, target.session_id)
@@ -321,7 +341,15 @@ def install(app: FastAPI, client: MeshClient, auth: Authenticator, settings: Set
         async def reopen(after: int) -> SessionStream:
             return await client.open_stream(target.session_id, last_seq=after, user_id=user)
 
-        legs = run_legs(stream, inputs, extras, settings.agent_stream_timeout, reopen)
+        legs = run_legs(reader, inputs, extras, settings.agent_stream_timeout, reopen)
+
+        def finish(read_to_the_end: bool) -> None:
+            """Hold the stream for the session's next request, or close it."""
+            if read_to_the_end:
+                reader.start()  # what comes while it is held is read and dropped
+                if held.give_back(target.session_id, user, reader):
+                    return
+            reader.close()
 
         async def usage() -> JsonObject:
             prompt, completion = await spent(target.session_id)
@@ -330,12 +358,15 @@ def install(app: FastAPI, client: MeshClient, auth: Authenticator, settings: Set
                     "total_tokens": prompt + completion}  # fmt: skip
 
         if chat.stream:
-            frames = stream_frames(legs, stream, ChunkWriter(head, chat.include_usage), usage)
+            frames = stream_frames(legs, ChunkWriter(head, chat.include_usage), usage, finish)
             return EventStream(frames, headers)
+        outputs: list[Output] = []
+        read_to_the_end = False
         try:
             outputs = [out async for out in legs]
+            read_to_the_end = not any(isinstance(out, OpenAIError) for out in outputs)
         finally:
-            stream.close()
+            finish(read_to_the_end)
         for out in outputs:
             if isinstance(out, OpenAIError):
                 response = out.response()

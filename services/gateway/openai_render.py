@@ -22,6 +22,7 @@ from clients.python import SessionStream
 from codelab.v1 import common_pb2 as pb
 from services.gateway.errors import GatewayError, OpenAIError, ProtocolError
 from services.gateway.event_json import dumps
+from services.gateway.held_streams import StreamReader
 from services.gateway.mesh import describe
 from services.gateway.translate import event_to_json
 
@@ -139,7 +140,7 @@ Reopen = Callable[[int], Awaitable[SessionStream]]
 
 
 async def run_legs(
-    stream: SessionStream,
+    reader: StreamReader,
     inputs: list[pb.ClientMessage],
     extras: list[JsonObject],
     idle_timeout: float,
@@ -152,29 +153,32 @@ async def run_legs(
     A repeated ``Idempotency-Key`` is answered ``done`` status ``duplicate`` naming the
     seq where the first request's events start: ``reopen`` replays them from there.
     """
-    events = aiter(stream)  # one iterator: a message may carry several events
-    for position, message in enumerate(inputs):
-        folder = LegFolder(release_calls=position == len(inputs) - 1, extras=extras)
-        try:
-            if position:
-                await stream.send(message)
-        except grpc.aio.AioRpcError as error:  # the stream ended between two inputs
-            yield error_from_rpc(error)
-            return
-        async for out in fold_leg(events, folder, idle_timeout):
-            if isinstance(out, Duplicate):
-                replay = await reopen(out.first_seq - 1)
-                try:
-                    folder = LegFolder(release_calls=folder.release_calls, extras=extras)
-                    async for again in fold_leg(aiter(replay), folder, idle_timeout):
-                        if not isinstance(again, Duplicate):
-                            yield again
-                finally:
-                    replay.close()
-                break
-            yield out
-            if isinstance(out, OpenAIError):
+    events = reader.events()  # one iterator: a message may carry several events
+    try:
+        for position, message in enumerate(inputs):
+            folder = LegFolder(release_calls=position == len(inputs) - 1, extras=extras)
+            try:
+                if position:
+                    await reader.stream.send(message)
+            except grpc.aio.AioRpcError as error:  # the stream ended between two inputs
+                yield error_from_rpc(error)
                 return
+            async for out in fold_leg(events, folder, idle_timeout):
+                if isinstance(out, Duplicate):
+                    replay = await reopen(out.first_seq - 1)
+                    try:
+                        folder = LegFolder(release_calls=folder.release_calls, extras=extras)
+                        async for again in fold_leg(aiter(replay), folder, idle_timeout):
+                            if not isinstance(again, Duplicate):
+                                yield again
+                    finally:
+                        replay.close()
+                    break
+                yield out
+                if isinstance(out, OpenAIError):
+                    return
+    finally:
+        await events.aclose()  # nothing reads the stream for this request any more
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,15 +284,17 @@ class ChunkWriter:
 
 async def stream_frames(
     outputs: AsyncIterator[Output],
-    stream: SessionStream,
     writer: ChunkWriter,
     usage: Callable[[], Awaitable[JsonObject]],
+    finish: Callable[[bool], None],
 ) -> AsyncIterator[str]:
     """The SSE body: role chunk, deltas, finish chunk, optional usage chunk, ``[DONE]``.
 
     Past the first byte the status is 200, so an error is a ``data: {"error"}`` frame
-    (the SDK raises APIError on it).
+    (the SDK raises APIError on it). ``finish(True)`` once every leg was read to its end
+    without an error, else ``finish(False)`` (the client left, the stream failed).
     """
+    finished = False
     try:
         yield writer.chunk({"role": "assistant", "content": ""})
         async for out in outputs:
@@ -301,9 +307,10 @@ async def stream_frames(
             else:
                 for frame in writer.tool_call(out):
                     yield frame
+        finished = True
         yield writer.chunk({}, "tool_calls" if writer.calls else "stop")
         if writer.include_usage:
             yield writer.frame({**writer.head.envelope(CHUNK, []), "usage": await usage()})
         yield DONE_FRAME
     finally:
-        stream.close()
+        finish(finished)

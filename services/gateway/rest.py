@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -73,8 +74,11 @@ def optional_text(body: dict[str, Any], name: str) -> str:
     return value
 
 
-def build_router(client: MeshClient, auth: Authenticator) -> APIRouter:
-    """Routes over ``client``; they keep no state of their own."""
+def build_router(
+    client: MeshClient, auth: Authenticator, deleted: Callable[[str], None] = lambda _: None
+) -> APIRouter:
+    """Routes over ``client``; they keep no state of their own (``deleted`` is told of each
+    session deleted here: the gateway's held streams of it close)."""
     router = APIRouter(responses=ERRORS)
     runtime = client.runtime
 
@@ -171,6 +175,7 @@ def build_router(client: MeshClient, auth: Authenticator) -> APIRouter:
         reply = await runtime.DeleteSession(
             runtime_pb2.GetSessionRequest(session_id=session_id, user_id=user)
         )
+        deleted(session_id)
         return {"session_id": reply.session_id or session_id, "deleted": reply.deleted}
 
     @router.post(

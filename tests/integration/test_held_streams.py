@@ -9,8 +9,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import openai
 import pytest
 import websockets
+from openai import AsyncOpenAI
 
 from clients.python import MeshClient
 from codelab.v1 import common_pb2 as common
@@ -150,13 +152,13 @@ async def test_a_message_for_a_held_stream_that_ended_unnoticed_goes_on_a_new_on
     stale.stream.close()
     opened: list[str] = []
 
-    async def new_stream() -> Any:
-        opened.append("held-8")
-        return await mesh.client.open_stream("held-8")
+    async def new_stream(first: common.ClientMessage) -> Any:
+        opened.append(first.user_message.content)
+        return await mesh.client.open_stream("held-8", first=first)  # the message with it
 
     message = common.ClientMessage(user_message=common.UserMessage(content="hello"))
     reader = await hold.send("held-8", "", message, new_stream)
-    assert reader is not stale and opened == ["held-8"]
+    assert reader is not stale and opened == ["hello"]
     reader.start()
     assert reader.queue is not None
     seen: list[str] = []
@@ -172,3 +174,82 @@ async def test_a_message_for_a_held_stream_that_ended_unnoticed_goes_on_a_new_on
     assert history == 1
     await reader.aclose()
     await hold.close()
+
+
+def ask(text: str) -> list[Any]:
+    return [{"role": "user", "content": text}]
+
+
+def session_of(completion: Any) -> str:
+    session_id = (completion.model_extra or {})["session_id"]
+    assert isinstance(session_id, str) and session_id
+    return session_id
+
+
+async def test_a_v1_request_that_continues_a_session_takes_its_held_stream(mesh: Mesh) -> None:
+    mesh.scripted.enqueue({"text": "One, two and three: all of them counted, one by one."})
+    mesh.scripted.enqueue({"text": "Four."}, {"text": "Five."})
+    base = mesh.gateway_url + "/v1"
+    async with (
+        httpx.AsyncClient(base_url=mesh.gateway_url, timeout=10) as http,
+        AsyncOpenAI(base_url=base, api_key="k", max_retries=0, timeout=10) as sdk,
+    ):
+        before = await reused(http)
+        template = (await sdk.models.list()).data[0].id  # the entry agent, in single-agent mode
+        first = await sdk.chat.completions.create(model=template, messages=ask("count"))
+        session_id = session_of(first)
+        options: Any = {"include_usage": True}
+        stream = await sdk.chat.completions.create(
+            model=session_id, messages=ask("and on?"), stream=True, stream_options=options
+        )
+        chunks = [chunk async for chunk in stream]
+        header = {"X-CodeLab-Session": session_id}
+        third = await sdk.chat.completions.create(
+            model=template, messages=ask("more"), extra_headers=header
+        )
+        assert await reused(http) == before + 2
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Four."
+    assert third.choices[0].message.content == "Five." and session_of(third) == session_id
+    usage, earlier = chunks[-1].usage, first.usage
+    assert usage is not None and earlier is not None
+    # This request's model call only, not the session's: the first answer was longer.
+    assert 0 < usage.completion_tokens < earlier.completion_tokens
+
+
+async def test_a_deleted_sessions_held_stream_is_not_taken(mesh: Mesh) -> None:
+    mesh.scripted.enqueue({"text": "Kept."}, {"text": "Never said."})
+    base = mesh.gateway_url + "/v1"
+    async with (
+        httpx.AsyncClient(base_url=mesh.gateway_url, timeout=10) as http,
+        AsyncOpenAI(base_url=base, api_key="k", max_retries=0, timeout=10) as sdk,
+    ):
+        template = (await sdk.models.list()).data[0].id
+        first = await sdk.chat.completions.create(model=template, messages=ask("x"))
+        session_id = session_of(first)
+        deleted = await http.delete(f"/sessions/{session_id}")
+        assert deleted.status_code == 200 and deleted.json()["deleted"] is True
+        with pytest.raises(openai.NotFoundError) as caught:
+            await sdk.chat.completions.create(model=session_id, messages=ask("again"))
+    assert caught.value.code == "AGENT_NOT_FOUND"
+
+
+async def test_a_v1_request_that_fails_leaves_no_held_stream(mesh: Mesh) -> None:
+    app = create_app(mesh.settings, MeshClient.from_settings(mesh.settings))
+    async with running_asgi(app, lifespan="on") as port:
+        base = f"http://127.0.0.1:{port}/v1"
+        async with AsyncOpenAI(base_url=base, api_key="k", max_retries=0, timeout=10) as sdk:
+            template = (await sdk.models.list()).data[0].id
+            overloaded = {"error": {"status": 503, "message": "overloaded"}, "times": 6}
+            mesh.scripted.enqueue(overloaded)
+            with pytest.raises(openai.APIStatusError):
+                await sdk.chat.completions.create(model=template, messages=ask("hi"))
+            mesh.scripted.enqueue(overloaded)
+            stream = await sdk.chat.completions.create(
+                model=template, messages=ask("hi"), stream=True
+            )
+            with pytest.raises(openai.APIError):
+                _ = [chunk async for chunk in stream]
+            assert len(app.state.held_streams) == 0
+            mesh.scripted.enqueue({"text": "Fine."})
+            await sdk.chat.completions.create(model=template, messages=ask("hi"))
+            assert len(app.state.held_streams) == 1
