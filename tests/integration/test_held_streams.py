@@ -8,6 +8,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import grpc
 import httpx
 import openai
 import pytest
@@ -253,3 +254,16 @@ async def test_a_v1_request_that_fails_leaves_no_held_stream(mesh: Mesh) -> None
             mesh.scripted.enqueue({"text": "Fine."})
             await sdk.chat.completions.create(model=template, messages=ask("hi"))
             assert len(app.state.held_streams) == 1
+
+
+@pytest.mark.parametrize("pumped", [True, False], ids=["through its queue", "read directly"])
+async def test_a_streams_failure_reaches_whoever_reads_its_events(mesh: Mesh, pumped: bool) -> None:
+    reader = StreamReader(await mesh.client.open_stream(f"held-9-{pumped}"))
+    if pumped:
+        reader.start()  # a held stream taken by a request is read by its task
+    await mesh.servers["orchestrator"].stop(0)
+    with pytest.raises(grpc.aio.AioRpcError):
+        async with asyncio.timeout(10):
+            async for _ in reader.events():
+                pass
+    await reader.aclose()
