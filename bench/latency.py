@@ -23,7 +23,7 @@ from openai import AsyncOpenAI
 from bench.mesh import BenchMesh
 from bench.report import Figure, num, spread
 from bench.sessions import FAILURES
-from bench.upstream import MODEL, Upstream, first_token_ms, words
+from bench.upstream import MODEL, Upstream, first_token, first_token_ms, words
 from clients.python.ide import IdeConnection, connect_ide, is_done
 
 SECTION = "Time to first token"
@@ -138,31 +138,20 @@ class ContinuedPath:
     async def __call__(self, index: int) -> float:
         if self.session is None or index % TURNS_PER_SESSION == 0:
             self.session = None
-            self.session = (await self._ask(f"{MARKER} open {index}", {}))[1]
+            self.session = await self._open(index)
+        header = {"X-CodeLab-Session": self.session}
         try:
-            return (await self._ask(f"{MARKER} {index}", {"X-CodeLab-Session": self.session}))[0]
+            return (await first_token(self.client, self.model, f"{MARKER} {index}", header))[0]
         except Exception:
             self.session = None  # the next sample starts on a clean session
             raise
 
-    async def _ask(self, content: str, headers: dict[str, str]) -> tuple[float, str]:
-        """Milliseconds to the first content delta, and the session that answered."""
-        started = time.perf_counter()
-        first: float | None = None
-        session = ""
-        stream = await self.client.chat.completions.create(
-            model=self.model,
-            messages=[{"role": "user", "content": content}],
-            stream=True,
-            extra_headers=headers,
-        )
-        async for chunk in stream:
-            session = session or str((chunk.model_extra or {}).get("session_id") or "")
-            if first is None and chunk.choices and chunk.choices[0].delta.content:
-                first = time.perf_counter()
-        if first is None or not session:
-            raise RuntimeError("the continued session streamed no content")
-        return (first - started) * 1000, session
+    async def _open(self, index: int) -> str:
+        """A new session, by a request of its own."""
+        session = (await first_token(self.client, self.model, f"{MARKER} open {index}"))[1]
+        if not session:
+            raise RuntimeError("the gateway named no session")
+        return session
 
 
 async def _take(path: Path, index: int) -> None:

@@ -75,17 +75,30 @@ class Upstream:
 
 async def first_token_ms(client: AsyncOpenAI, model: str, content: str) -> float:
     """Milliseconds from request to the first content delta, streaming through the SDK."""
+    return (await first_token(client, model, content))[0]
+
+
+async def first_token(
+    client: AsyncOpenAI, model: str, content: str, headers: dict[str, str] | None = None
+) -> tuple[float, str]:
+    """``first_token_ms`` with request ``headers``, and the ``session_id`` its chunks name
+    (CodeLab's gateway names one; "" from any other server)."""
     started = time.perf_counter()
     first: float | None = None
+    session = ""
     stream = await client.chat.completions.create(
-        model=model, messages=[{"role": "user", "content": content}], stream=True
+        model=model,
+        messages=[{"role": "user", "content": content}],
+        stream=True,
+        extra_headers=headers,
     )
     async for chunk in stream:
+        session = session or str((chunk.model_extra or {}).get("session_id") or "")
         if first is None and chunk.choices and chunk.choices[0].delta.content:
             first = time.perf_counter()
     if first is None:
         raise RuntimeError("the upstream streamed no content")
-    return (first - started) * 1000
+    return (first - started) * 1000, session
 
 
 @dataclass(frozen=True)
