@@ -43,7 +43,7 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -215,6 +215,25 @@ class Target:
     session_id: str
     agent_type: str | None
     new: bool
+    gone: OpenAIError | None = None
+    """The answer when the orchestrator finds no such session (deleted since ``resolve``, as
+    through another gateway while this one held its stream): what ``resolve`` says now."""
+
+
+def unknown_model(model: str) -> OpenAIError:
+    message = f"The model '{model}' is neither an agent template nor your session"
+    return OpenAIError(404, message, "AGENT_NOT_FOUND", "model")
+
+
+def as_resolved(error: OpenAIError, gone: OpenAIError | None) -> OpenAIError:
+    """The orchestrator's SESSION_NOT_FOUND as ``resolve`` would answer it (``gone``)."""
+    return gone if gone is not None and error.code == "SESSION_NOT_FOUND" else error
+
+
+async def resolved(outputs: AsyncIterator[Output], gone: OpenAIError) -> AsyncIterator[Output]:
+    """``outputs`` with a SESSION_NOT_FOUND failure answered ``gone``."""
+    async for out in outputs:
+        yield as_resolved(out, gone) if isinstance(out, OpenAIError) else out
 
 
 def install(
@@ -246,8 +265,8 @@ def install(
     def model_entry(name: str) -> JsonObject:
         return {"id": name, "object": "model", "created": started, "owned_by": "codelab"}
 
-    async def owned(session_id: str, user: str, code: str, message: str) -> None:
-        """404 ``code`` unless the session exists and is the caller's."""
+    async def owned(session_id: str, user: str, refusal: OpenAIError) -> None:
+        """``refusal`` (a 404) unless the session exists and is the caller's."""
         try:
             await runtime.GetSession(
                 runtime_pb2.GetSessionRequest(session_id=session_id, user_id=user)
@@ -255,20 +274,22 @@ def install(
         except grpc.aio.AioRpcError as error:
             if error.code() != grpc.StatusCode.NOT_FOUND:
                 raise
-            raise OpenAIError(404, message, code, "model") from error
+            raise refusal from error
 
     async def resolve(model: str, headers: Mapping[str, str], user: str) -> Target:
         header_session = headers.get(SESSION_HEADER.lower())
         if not known.seen(model) and held.holds(model, user):
-            return Target(model, None, new=False)  # its held stream's attach checked it
+            # Its held stream's attach checked it.
+            return Target(model, None, new=False, gone=unknown_model(model))
         if not await is_template(model):
-            unknown = f"The model '{model}' is neither an agent template nor your session"
-            await owned(model, user, "AGENT_NOT_FOUND", unknown)
-            return Target(model, None, new=False)
+            await owned(model, user, unknown_model(model))
+            return Target(model, None, new=False, gone=unknown_model(model))
         if header_session:
             if not held.holds(header_session, user):
                 unknown = f"{SESSION_HEADER}: '{header_session}' is not your session"
-                await owned(header_session, user, "SESSION_NOT_FOUND", unknown)
+                await owned(
+                    header_session, user, OpenAIError(404, unknown, "SESSION_NOT_FOUND", "model")
+                )
             return Target(header_session, model, new=False)
         key = headers.get(IDEMPOTENCY_HEADER)
         if key:  # a retried first request reaches the session its first try opened
@@ -306,10 +327,12 @@ def install(
 
     async def chat_completions(request: Request) -> Response:
         """See the module docstring for how sessions, tool calls and approvals map."""
+        gone: OpenAIError | None = None
         try:
             user = auth.user_for(request.headers)
             chat = parse_body(await request.body())
             target = await resolve(chat.model, request.headers, user)
+            gone = target.gone
             added = new_input(chat.messages)
             inputs = client_messages(added, target.agent_type, new_session=target.new)
             if inputs[-1].HasField("user_message"):
@@ -333,7 +356,7 @@ def install(
 
             reader = await held.send(target.session_id, user, inputs[0], opened)
         except FAILURES as error:
-            return failure(error).response()
+            return as_resolved(failure(error), gone).response()
         head = Header(new_completion_id(), int(time.time()), chat.model, target.session_id)
         headers = {SESSION_HEADER: target.session_id}
         extras: list[JsonObject] = []
@@ -342,6 +365,8 @@ def install(
             return await client.open_stream(target.session_id, last_seq=after, user_id=user)
 
         legs = run_legs(reader, inputs, extras, settings.agent_stream_timeout, reopen)
+        if gone is not None:
+            legs = resolved(legs, gone)
 
         def finish(read_to_the_end: bool) -> None:
             """Hold the stream for the session's next request, or close it."""

@@ -17,6 +17,7 @@ from openai import AsyncOpenAI
 
 from clients.python import MeshClient
 from codelab.v1 import common_pb2 as common
+from codelab.v1 import runtime_pb2
 from services.common.asgi import running_asgi
 from services.gateway.app import create_app
 from services.gateway.held_streams import StreamHold, StreamReader
@@ -232,6 +233,39 @@ async def test_a_deleted_sessions_held_stream_is_not_taken(mesh: Mesh) -> None:
         with pytest.raises(openai.NotFoundError) as caught:
             await sdk.chat.completions.create(model=session_id, messages=ask("again"))
     assert caught.value.code == "AGENT_NOT_FOUND"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["answer", "stream"])
+async def test_a_session_deleted_elsewhere_while_held_is_an_unknown_model(
+    mesh: Mesh, stream: bool
+) -> None:
+    """Deleted through the orchestrator (as another gateway replica would): the held stream's
+    turn is refused, and the request is answered as if it had not been held."""
+    mesh.scripted.enqueue({"text": "Kept."}, {"text": "Never said."})
+    base = mesh.gateway_url + "/v1"
+    async with AsyncOpenAI(base_url=base, api_key="k", max_retries=0, timeout=10) as sdk:
+        template = (await sdk.models.list()).data[0].id
+        session_id = session_of(
+            await sdk.chat.completions.create(model=template, messages=ask("x"))
+        )
+        await mesh.client.runtime.DeleteSession(
+            runtime_pb2.GetSessionRequest(session_id=session_id)
+        )
+        if stream:  # past the response's start: the error is a chunk
+            chunks = await sdk.chat.completions.create(
+                model=session_id, messages=ask("again"), stream=True
+            )
+            with pytest.raises(openai.APIError) as caught:
+                _ = [chunk async for chunk in chunks]
+        else:
+            with pytest.raises(openai.NotFoundError) as caught:
+                await sdk.chat.completions.create(model=session_id, messages=ask("again"))
+        assert caught.value.code == "AGENT_NOT_FOUND"
+        assert f"The model '{session_id}' is neither" in caught.value.message
+        # Not held again: the next request is checked, and refused before it starts.
+        with pytest.raises(openai.NotFoundError) as again:
+            await sdk.chat.completions.create(model=session_id, messages=ask("and?"), stream=stream)
+    assert again.value.code == "AGENT_NOT_FOUND"
 
 
 async def test_a_v1_request_that_fails_leaves_no_held_stream(mesh: Mesh) -> None:
