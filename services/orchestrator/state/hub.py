@@ -49,6 +49,8 @@ class _Batch:
     rows: list[_Row] = field(default_factory=list)
     tokens: dict[str, _Row] = field(default_factory=dict)
     """The session's last row when it is a token event that may still grow."""
+    streamed: set[str] = field(default_factory=set)
+    """Sessions with streamed text or reasoning in the batch."""
     committed: asyncio.Future[None] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
@@ -239,6 +241,7 @@ class SessionHub:
         row = _Row(session_id, event, [text], kind)
         batch.rows.append(row)
         batch.tokens[session_id] = row
+        batch.streamed.add(session_id)
 
     async def flush(self) -> None:
         """Wait until everything emitted so far is committed."""
@@ -271,6 +274,17 @@ class SessionHub:
                 batch.committed.set_result(None)
             finally:
                 self._inflight = None
+
+    async def streamed(self, session_id: str) -> None:
+        """Wait for the commit that carries the session's streamed text (or reasoning) to
+        its subscribers, waiting or in flight (a failed one too: its emitter hears of it);
+        at once when none does (streamed text wakes the writer: it is never put off). An
+        answer's bookkeeping waits here, so that its statements do not share the cores with
+        the commit its client is waiting for."""
+        for batch in (self._pending, self._inflight):
+            if batch is not None and session_id in batch.streamed:
+                await asyncio.wait([batch.committed])
+                return
 
     async def settled(self) -> None:
         """Wait for the commit in flight, if any, to end (``notify`` may have changed since

@@ -203,6 +203,16 @@ class ModelStep:
                     fitted = await self.context.fit(
                         sid, audience, template, system, history, tools, force=True
                     )
+            if ready is not None:
+                await ready.wait()
+            if counted is not None:
+                await counted.wait()
+            if parts:
+                final_event = events.assistant_final(template.name, message_id)
+                self.hub.post(audience, final_event, within=FOLLOWED_WAIT)
+                # Its client waits for the commit of the text; the statements below would
+                # share the cores with it (docs/decisions.md: a whole answer's first token).
+                await self.hub.streamed(audience)
         except asyncio.CancelledError:
             if parts:  # what the user saw stays in the history, even while cancelling
                 await asyncio.shield(self.store.add_message(sid, answer()))
@@ -211,14 +221,6 @@ class ModelStep:
             if parts:
                 await self.store.add_message(sid, answer())
             raise
-        if ready is not None:
-            await ready.wait()
-        if counted is not None:
-            await counted.wait()
-        if parts:
-            self.hub.post(
-                audience, events.assistant_final(template.name, message_id), within=FOLLOWED_WAIT
-            )
         if not calls:
             # An event after it (the turn's done, or its next step's) commits after it and
             # flushes it too.

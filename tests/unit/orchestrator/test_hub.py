@@ -114,6 +114,48 @@ async def test_another_answer_an_emit_or_reasoning_starts_a_new_event(
     ]
 
 
+async def test_streamed_waits_for_the_commit_of_the_sessions_streamed_text(
+    hub: SessionHub, store: SessionStore
+) -> None:
+    hub.token("a", "Whole answer.", "coder", "m1")
+    hub.post("a", events.assistant_final("coder", "m1"), within=60)  # waits for company
+    await hub.streamed("a")
+    assert [shape(e) for e in await logged(store, "a")] == [
+        ("assistant_message", "m1", "Whole answer."),
+        ("assistant_message", "m1", ""),
+    ]
+
+
+async def test_streamed_commits_nothing_without_streamed_text(
+    hub: SessionHub, store: SessionStore
+) -> None:
+    hub.post("b", answer("b1"), within=60)  # no streamed text of b: its commit may wait
+    await asyncio.wait_for(hub.streamed("b"), 1)
+    await asyncio.wait_for(hub.streamed("a"), 1)
+    assert await logged(store, "b") == []
+    await hub.flush()
+    assert [e.seq for e in await logged(store, "b")] == [1]
+
+
+async def test_streamed_waits_for_the_commit_in_flight(
+    hub: SessionHub, store: SessionStore
+) -> None:
+    async def blocked() -> bool:
+        waits = "select count(*) from pg_stat_activity where wait_event_type = 'Lock'"
+        return bool(await store.pool.fetchval(waits))
+
+    async with store.pool.acquire() as other, other.transaction():
+        await other.execute("lock table orchestrator.events in exclusive mode")
+        hub.token("a", "first", "coder", "m1")
+        await until(blocked)  # its commit is in flight, waiting for the lock
+        hub.post("a", answer("later"), within=60)  # the next batch: no streamed text
+        waiting = asyncio.create_task(hub.streamed("a"))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+    await asyncio.wait_for(waiting, 5)
+    assert [e.seq for e in await logged(store, "a")] == [1]  # "later" still waits
+
+
 async def test_one_commit_numbers_each_session_on_its_own(
     hub: SessionHub, store: SessionStore
 ) -> None:

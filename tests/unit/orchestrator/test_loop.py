@@ -1,4 +1,5 @@
-"""The agent loop routing calls to executors: validation, the approval gate, the port.
+"""The agent loop routing calls to executors: validation, the approval gate, the port;
+and a whole answer committed before its row is written (a cancel in between keeps it).
 
 The loop is real over a real Postgres (store, ledger, hub) and a real hitl service on a
 free port; the model is the only party replaced (a scripted stream of outputs), and the
@@ -257,3 +258,50 @@ async def test_an_answers_end_shares_the_commit_of_its_done(
     assert last[0].assistant_message.is_final
     assert flushes == [("assistant", False)]
     assert (await store.history(SID))[-1].content == "Just an answer."
+
+
+async def test_an_answer_that_came_whole_is_committed_before_its_row_is_written(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its client waits for that commit; the row's statement comes after it."""
+    store = rig.loop.store
+    order: list[str] = []
+    append, add = store.append_events, store.add_message
+
+    async def committing(*columns: Any, **options: Any) -> None:
+        await append(*columns, **options)
+        order.append("committed")
+
+    async def adding(sid: str, message: StoredMessage, **options: Any) -> None:
+        order.append(f"{message.role} row")
+        await add(sid, message, **options)
+
+    monkeypatch.setattr(store, "append_events", committing)
+    monkeypatch.setattr(store, "add_message", adding)
+    rig.model.replies = [[Text("All "), Text("at once."), END]]
+    await rig.loop.advance(SID)
+    assert order[:2] == ["committed", "assistant row"]
+    assert (await store.history(SID))[-1].content == "All at once."
+
+
+async def test_a_turn_cancelled_while_its_answer_commits_keeps_the_answer(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = rig.loop.store
+    append = store.append_events
+    committing, gate = asyncio.Event(), asyncio.Event()
+
+    async def held(*columns: Any, **options: Any) -> None:
+        committing.set()
+        await gate.wait()
+        await append(*columns, **options)
+
+    monkeypatch.setattr(store, "append_events", held)
+    rig.model.replies = [[Text("Said and seen."), END]]
+    turn = asyncio.create_task(rig.loop.advance(SID))
+    await asyncio.wait_for(committing.wait(), 5)  # the answer is whole, its commit held
+    turn.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await turn
+    gate.set()
+    assert (await store.history(SID))[-1].content == "Said and seen."
