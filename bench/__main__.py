@@ -30,7 +30,7 @@ from bench import (
     tools,
 )
 from bench.mesh import PGDATA, BenchMesh, embedded_server, raise_open_file_limit, running_mesh
-from bench.procs import mesh_processes
+from bench.procs import mesh_processes, quiet
 from bench.report import Figure, publish
 from bench.upstream import Upstream
 
@@ -124,6 +124,19 @@ async def maybe_single(dsn: str, wanted: bool, pace: int) -> AsyncIterator[Bench
         yield mesh
 
 
+async def settle(processes: dict[str, list[int]], single: BenchMesh | None) -> None:
+    """First tokens are measured once both meshes are idle (``procs.quiet``)."""
+    listed = dict(processes)
+    if single is not None:
+        for name, pids in mesh_processes(single.process.pid, None).items():
+            listed[f"single-agent {name}"] = pids
+    started = time.perf_counter()
+    settled = await quiet(listed)
+    waited = f"{time.perf_counter() - started:.1f} s"
+    state = "idle after" if settled else "still busy after"
+    print(f"bench: the meshes were {state} {waited}", file=sys.stderr, flush=True)
+
+
 class Sections:
     """Runs sections one after another, timing each; a broken one becomes an "error" row,
     the others still report, and the exit code says something failed."""
@@ -162,6 +175,7 @@ async def run(k: dict[str, Any]) -> tuple[list[Figure], dict[str, float], dict[s
         gateway = mesh.gateway
         try:
             async with maybe_single(server.dsn, k["single_agent_mesh"], pace) as single:
+                await settle(processes, single)
                 await sections.run(
                     "time to first token",
                     lambda: latency.measure(mesh, single, upstream, k["ttft_samples"]),

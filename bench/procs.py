@@ -7,8 +7,10 @@ supervisor (the bench starts it), so its postmaster is read from ``postmaster.pi
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,6 +128,28 @@ def current(processes: Mapping[str, list[int]]) -> dict[str, list[int]]:
     if found.get(POSTGRES):
         found[POSTGRES] = descendants(found[POSTGRES][0])
     return found
+
+
+async def quiet(
+    processes: Mapping[str, list[int]],
+    *,
+    share: float = 0.1,
+    window: float = 0.5,
+    most: float = 20.0,
+) -> bool:
+    """Wait until ``processes`` (with Postgres' backends as they are now) use less than
+    ``share`` of one CPU over ``window`` seconds, for at most ``most`` seconds; False when
+    they never did. A mesh just started still embeds its tool catalog (toolsearch, both
+    cores, a second or two): latencies taken beside that measure the start, not the path."""
+    deadline = time.monotonic() + most
+    while True:
+        pids = [pid for group in current(processes).values() for pid in group]
+        before = sum(cpu_seconds(pid) for pid in pids)
+        await asyncio.sleep(window)
+        if sum(cpu_seconds(pid) for pid in pids) - before < share * window:
+            return True
+        if time.monotonic() >= deadline:
+            return False
 
 
 def _resident_of(listed: Mapping[str, list[int]]) -> dict[str, int]:

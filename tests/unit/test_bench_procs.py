@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
 import time
 
-from bench.procs import POSTGRES, cpu_delta, current, resident, snapshot
+from bench.procs import POSTGRES, cpu_delta, current, quiet, resident, snapshot
 from bench.sessions import PeakMemory
 
 BURN = (
@@ -63,3 +64,15 @@ async def test_a_level_s_own_sample_keeps_its_high_between_the_timed_ones() -> N
         memory.sample()
         del ballast
     assert memory.peak["other"] - before >= 60 * 1024
+
+
+async def test_the_bench_waits_for_busy_processes_to_go_quiet() -> None:
+    busy = await asyncio.create_subprocess_exec(sys.executable, "-c", "while True: pass")
+    idle = await asyncio.create_subprocess_exec(sys.executable, "-c", "import time; time.sleep(30)")
+    try:
+        assert not await quiet({"busy": [busy.pid]}, window=0.2, most=0.5)
+        assert await quiet({"idle": [idle.pid]}, window=0.2, most=5)
+    finally:
+        for process in (busy, idle):
+            process.kill()
+            await process.wait()
