@@ -21,6 +21,7 @@ from codelab.v1 import common_pb2 as pb
 from codelab.v1 import hitl_pb2_grpc
 from services.common.channels import mesh_channel
 from services.common.db import Pool
+from services.common.errors import DatabaseError
 from services.common.model_stream import ModelFinished, ModelOutput, ModelToolCall
 from services.common.model_stream import TextPiece as Text
 from services.hitl import server as hitl_server
@@ -28,7 +29,7 @@ from services.orchestrator.agents.templates import AgentRegistry, AgentTemplate,
 from services.orchestrator.peers.llm import LlmClient
 from services.orchestrator.peers.mesh_clients import HitlClient
 from services.orchestrator.state.hub import SessionHub
-from services.orchestrator.state.store import SessionStore, StoredMessage
+from services.orchestrator.state.store import RowChanges, SessionStore, StoredMessage
 from services.orchestrator.turn.ledger import Ledger, LedgerCall
 from services.orchestrator.turn.loop import AgentLoop
 from services.orchestrator.turn.port import TurnPort
@@ -305,3 +306,22 @@ async def test_a_turn_cancelled_while_its_answer_commits_keeps_the_answer(
         await turn
     gate.set()
     assert (await store.history(SID))[-1].content == "Said and seen."
+
+
+async def test_a_turn_whose_count_write_fails_after_its_answer_keeps_the_answer(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = rig.loop.store
+    write = store.write_changes
+
+    async def refusing_counts(sid: str, changes: RowChanges, **options: Any) -> None:
+        if changes.tool_tokens is not None:  # the call's tool token counts, after its answer
+            raise DatabaseError("Postgres went away")
+        await write(sid, changes, **options)
+
+    monkeypatch.setattr(store, "write_changes", refusing_counts)
+    rig.model.replies = [[Text("Said before the failure."), END]]
+    await rig.loop.advance(SID)
+    errors = [e.error for e in await rig.events() if e.WhichOneof("event") == "error"]
+    assert [pb.ErrorCode.Name(e.error_code) for e in errors] == ["DB_CONNECTION_ERROR"]
+    assert (await store.history(SID))[-1].content == "Said before the failure."
