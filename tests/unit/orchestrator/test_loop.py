@@ -1,5 +1,6 @@
 """The agent loop routing calls to executors: validation, the approval gate, the port;
-and a whole answer committed before its row is written (a cancel in between keeps it).
+and a whole answer committed before its row is written (a cancel or a failed write in
+between keeps it).
 
 The loop is real over a real Postgres (store, ledger, hub) and a real hitl service on a
 free port; the model is the only party replaced (a scripted stream of outputs), and the
