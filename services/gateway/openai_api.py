@@ -214,10 +214,16 @@ class Target:
 
     session_id: str
     agent_type: str | None
+    """None: addressed as ``model`` = the session id (routing picks the agent)."""
     new: bool
-    gone: OpenAIError | None = None
-    """The answer when the orchestrator finds no such session (deleted since ``resolve``, as
-    through another gateway while this one held its stream): what ``resolve`` says now."""
+
+    @property
+    def gone(self) -> OpenAIError | None:
+        """The answer when the orchestrator finds no such session (deleted since
+        ``resolve``, as through another gateway while this one held its stream): what
+        ``resolve`` says now of a session named as the model; None keeps the
+        orchestrator's own SESSION_NOT_FOUND."""
+        return unknown_model(self.session_id) if self.agent_type is None else None
 
 
 def unknown_model(model: str) -> OpenAIError:
@@ -279,11 +285,10 @@ def install(
     async def resolve(model: str, headers: Mapping[str, str], user: str) -> Target:
         header_session = headers.get(SESSION_HEADER.lower())
         if not known.seen(model) and held.holds(model, user):
-            # Its held stream's attach checked it.
-            return Target(model, None, new=False, gone=unknown_model(model))
+            return Target(model, None, new=False)  # its held stream's attach checked it
         if not await is_template(model):
             await owned(model, user, unknown_model(model))
-            return Target(model, None, new=False, gone=unknown_model(model))
+            return Target(model, None, new=False)
         if header_session:
             if not held.holds(header_session, user):
                 unknown = f"{SESSION_HEADER}: '{header_session}' is not your session"
