@@ -83,6 +83,25 @@ class SessionStream:
             await self._call.details(),
         )
 
+    async def batches(self) -> AsyncIterator[list[common.ServerEvent]]:
+        """The events as the runtime sent them: each message with its ``then``, in order
+        (for a forwarder that writes a batch at once; a replay arrives in pages)."""
+        while True:
+            if self._ready:
+                batch = list(self._ready)
+                self._ready.clear()
+                yield batch
+                continue
+            event = await self._call.read()
+            if event is aio.EOF:
+                return
+            assert isinstance(event, common.ServerEvent)
+            batch = [event]
+            if event.then:
+                batch.extend(event.then)
+                event.ClearField("then")
+            yield batch
+
     async def __aiter__(self) -> AsyncIterator[common.ServerEvent]:
         """Every event, one at a time (events the runtime sent together in ``then`` too).
 

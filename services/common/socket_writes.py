@@ -17,8 +17,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
+from uvicorn._types import ASGISendEvent
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.exceptions import InvalidState
+from websockets.http11 import Request
 
 
 class CoalescedWrites:
@@ -62,11 +66,41 @@ def joined(transport: asyncio.BaseTransport, loop: asyncio.AbstractEventLoop) ->
     return cast(asyncio.Transport, CoalescedWrites(cast(asyncio.Transport, transport), loop))
 
 
+SEND_MANY = "codelab.websocket.send_many"
+"""ASGI extension: a ``websocket.send`` whose ``texts`` is a list sends one text frame per
+item, in order. A replay is thousands of frames, and the ASGI path of one ``send`` (the
+framework's state checks, its exception wrapper, the server's dispatch, an await) cost
+more than the frame itself; a batch the orchestrator sent together pays it once."""
+
+
 class CoalescedWebSocketProtocol(WebSocketsSansIOProtocol):
-    """uvicorn's sans-I/O WebSocket protocol over ``CoalescedWrites``."""
+    """uvicorn's sans-I/O WebSocket protocol over ``CoalescedWrites``, with ``SEND_MANY``."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(joined(transport, self.loop))
+
+    def handle_connect(self, event: Request) -> None:
+        super().handle_connect(event)
+        if self.handshake_complete:  # refused during the handshake: no scope to extend
+            return
+        self.scope.setdefault("extensions", {})[SEND_MANY] = {}
+
+    async def send(self, message: ASGISendEvent) -> None:
+        texts = cast(list[str] | None, message.get("texts"))
+        if texts is None or message["type"] != "websocket.send":
+            return await super().send(message)
+        await self.writable.wait()
+        if self.disconnected:
+            raise ClientDisconnected()
+        if not self.handshake_complete or self.close_sent or self.initial_response is not None:
+            raise RuntimeError("websocket.send with texts before accept or after close")
+        try:
+            for text in texts:
+                self.conn.send_text(text.encode())
+        except InvalidState:
+            raise ClientDisconnected() from None
+        finally:
+            self.transport.write(b"".join(self.conn.data_to_send()))
 
 
 class CoalescedHttpProtocol(HttpToolsProtocol):

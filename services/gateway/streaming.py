@@ -15,6 +15,7 @@ from clients.python import MeshClient, SessionStream
 from codelab.v1 import common_pb2 as pb
 from services.common import tracing
 from services.common.errors import ErrorKind
+from services.common.socket_writes import SEND_MANY
 from services.gateway.errors import TRANSPORT, ProtocolError
 from services.gateway.event_json import dumps
 from services.gateway.held_streams import StreamReader
@@ -43,9 +44,16 @@ async def report_and_close(websocket: WebSocket, payload: dict[str, Any], close:
 
 async def pump_to_websocket(stream: SessionStream, websocket: WebSocket, session_id: str) -> None:
     """Forward every event of the stream; when the stream ends, tell the IDE and close."""
+    many = SEND_MANY in websocket.scope.get("extensions", {})
     try:
-        async for event in stream:
-            await websocket.send_text(dumps(event_to_json(event)))
+        async for batch in stream.batches():
+            if many and len(batch) > 1:
+                await websocket.send(
+                    {"type": "websocket.send", "texts": [dumps(event_to_json(e)) for e in batch]}
+                )
+                continue
+            for event in batch:
+                await websocket.send_text(dumps(event_to_json(event)))
     except grpc.aio.AioRpcError as error:
         if stream.closed:
             return  # this side closed it

@@ -1,6 +1,7 @@
 """What a connection sends in one loop turn leaves in one socket write: a WebSocket's frames
 are still each its own message, in order, with the close after them; an HTTP response's
-chunks arrive whole, and the connection serves the next request."""
+chunks arrive whole, and the connection serves the next request. A batch sent with
+``SEND_MANY`` is one message per text, with or without compression."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.routing import Route, WebSocketRoute
-from starlette.websockets import WebSocket
+from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from services.common.asgi import running_asgi
-from services.common.socket_writes import CoalescedWrites, joined
+from services.common.socket_writes import SEND_MANY, CoalescedWrites, joined
 
 
 class Recorded:
@@ -125,3 +126,70 @@ async def test_a_burst_of_frames_arrives_whole_in_order_then_the_close() -> None
     assert closed.value.rcvd is not None
     assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (4001, "done")
     assert got == [f"frame {n}" for n in range(500)]
+
+
+async def many(websocket: WebSocket) -> None:
+    """Sends a batch with SEND_MANY, then one frame the usual way, then closes; what the
+    batch send raised once the client had gone is kept in ``websocket.app.state``."""
+    await websocket.accept()
+    assert SEND_MANY in websocket.scope["extensions"]
+    count = int(await websocket.receive_text())
+    await websocket.send({"type": "websocket.send", "texts": [f"m {n}" for n in range(count)]})
+    await websocket.send_text("single")
+    if count == 0:  # the client closes now; a batch to a closed socket is an error
+        await websocket.receive()
+        try:
+            await websocket.send({"type": "websocket.send", "texts": ["late"]})
+        except WebSocketDisconnect as error:
+            websocket.app.state.late = error
+        return
+    await websocket.close(code=4002, reason="sent")
+
+
+@pytest.mark.parametrize("compression", ["deflate", None])
+async def test_a_batch_sent_at_once_is_one_message_per_text_in_order(
+    compression: str | None,
+) -> None:
+    app = Starlette(routes=[WebSocketRoute("/many", many)])
+    async with (
+        running_asgi(app) as port,
+        websockets.connect(f"ws://127.0.0.1:{port}/many", compression=compression) as ws,
+    ):
+        await ws.send("300")
+        got: list[str | bytes] = []
+        with pytest.raises(websockets.ConnectionClosed) as closed:
+            while True:
+                got.append(await ws.recv())
+    assert got == [f"m {n}" for n in range(300)] + ["single"]
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4002
+
+
+async def test_a_batch_for_a_client_that_left_is_a_disconnect_not_a_crash() -> None:
+    app = Starlette(routes=[WebSocketRoute("/many", many)])
+    async with running_asgi(app) as port:
+        async with websockets.connect(f"ws://127.0.0.1:{port}/many") as ws:
+            await ws.send("0")
+            assert await ws.recv() == "single"
+        for _ in range(200):
+            if hasattr(app.state, "late"):
+                break
+            await asyncio.sleep(0.01)
+    assert isinstance(app.state.late, WebSocketDisconnect)
+
+
+async def test_a_batch_before_accept_is_refused() -> None:
+    refused: list[BaseException] = []
+
+    async def early(websocket: WebSocket) -> None:
+        try:
+            await websocket._send({"type": "websocket.send", "texts": ["too soon"]})
+        except RuntimeError as error:
+            refused.append(error)
+        await websocket.close()
+
+    app = Starlette(routes=[WebSocketRoute("/early", early)])
+    async with running_asgi(app) as port:
+        with pytest.raises(websockets.InvalidStatus):
+            async with websockets.connect(f"ws://127.0.0.1:{port}/early"):
+                pass
+    assert refused and "before accept" in str(refused[0])
