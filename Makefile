@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 PROTOS := $(wildcard protos/codelab/v1/*.proto)
 STUBS  := $(patsubst protos/%.proto,%_pb2.py,$(PROTOS))
 
-.PHONY: install proto proto-check run test lint format bench soak chaos fuzz clean
+.PHONY: install proto proto-check run test chromium lint format bench soak chaos fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,8 +31,12 @@ proto-check: $(STAMP)
 run: $(STAMP) $(STUBS)
 	$(BIN)/python -m services.supervisor
 
-test: $(STAMP) $(STUBS)
+test: $(STAMP) $(STUBS) chromium
 	$(BIN)/python -m pytest -q
+
+# The browser tests' Chromium (the distribution's package), installed when missing.
+chromium:
+	@scripts/ensure_chromium.sh
 
 # Benchmarks print numbers and never fail on a threshold (bench/LATEST.md gets the table).
 bench: $(STAMP) $(STUBS)

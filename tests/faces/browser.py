@@ -24,7 +24,7 @@ expect.set_options(timeout=WAIT_MS)
 
 
 def chromium_path() -> str:
-    """``CHROMIUM`` or the distribution's ``chromium`` (``.ci/run`` installs it)."""
+    """``CHROMIUM`` or the distribution's ``chromium`` (``make test`` installs it)."""
     found = (
         os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
     )
