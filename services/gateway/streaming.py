@@ -138,13 +138,15 @@ async def sse_events(
     ``event: message`` with ``id: <seq>``, for as long as the client stays. ``shape``:
     seed 000's chunks instead of the events as they are (seed000.py). ``hold``: offered
     the stream once its turn was read to ``done`` (True: kept for the session's next
-    request, see held_streams.py); otherwise the stream is closed.
+    request, see held_streams.py); otherwise the stream is closed. Events read together
+    (a replayed page, a burst) leave as one chunk: one ASGI send, not one per event.
     """
     queue = reader.queue
     assert queue is not None, "a held stream is taken before it is read"
     reader.start()
     finished = False
     idle = 0.0
+    ready: list[str] = []  # a batch's frames, sent as one body chunk when it is read
     try:
         while True:
             try:
@@ -164,18 +166,21 @@ async def sse_events(
                 continue
             idle = 0.0
             if item is None:
-                yield sse_frame({"status": "closed"}, "done")
+                yield "".join(ready) + sse_frame({"status": "closed"}, "done")
                 return
             if isinstance(item, grpc.aio.AioRpcError):
-                yield _render(error_event(item, session_id), "message", shape)
+                yield "".join(ready) + _render(error_event(item, session_id), "message", shape)
                 yield sse_frame({"status": "error"}, "done")
                 return
             payload = event_to_json(item)
             if payload["type"] == "done" and not follow:
                 finished = True
-                yield _render(payload, "done", shape)
+                yield "".join(ready) + _render(payload, "done", shape)
                 return
-            yield _render(payload, "message", shape)
+            ready.append(_render(payload, "message", shape))
+            if queue.empty():  # the batch is read: one chunk, one ASGI send
+                yield "".join(ready)
+                ready.clear()
     finally:
         if not (finished and hold is not None and hold(reader)):
             await reader.aclose()
