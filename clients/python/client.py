@@ -83,23 +83,25 @@ class SessionStream:
             await self._call.details(),
         )
 
+    async def _fill(self) -> bool:
+        """Read the next message into ``_ready``: the event, then its ``then``; False when
+        the stream ended."""
+        event = await self._call.read()
+        if event is aio.EOF:
+            return False
+        assert isinstance(event, common.ServerEvent)
+        then = list(event.then)
+        event.ClearField("then")
+        self._ready.append(event)
+        self._ready.extend(then)
+        return True
+
     async def batches(self) -> AsyncIterator[list[common.ServerEvent]]:
         """The events as the runtime sent them: each message with its ``then``, in order
         (for a forwarder that writes a batch at once; a replay arrives in pages)."""
-        while True:
-            if self._ready:
-                batch = list(self._ready)
-                self._ready.clear()
-                yield batch
-                continue
-            event = await self._call.read()
-            if event is aio.EOF:
-                return
-            assert isinstance(event, common.ServerEvent)
-            batch = [event]
-            if event.then:
-                batch.extend(event.then)
-                event.ClearField("then")
+        while self._ready or await self._fill():
+            batch = list(self._ready)
+            self._ready.clear()
             yield batch
 
     async def __aiter__(self) -> AsyncIterator[common.ServerEvent]:
@@ -107,18 +109,8 @@ class SessionStream:
 
         Events of a batch not yet handed out wait on the stream, not in the iterator: a
         loop that stops early (``until_done``) loses none of them to the next one."""
-        while True:
-            if self._ready:
-                yield self._ready.popleft()
-                continue
-            event = await self._call.read()
-            if event is aio.EOF:
-                return
-            assert isinstance(event, common.ServerEvent)
-            if event.then:
-                self._ready.extend(event.then)
-                event.ClearField("then")
-            yield event
+        while self._ready or await self._fill():
+            yield self._ready.popleft()
 
     async def until_done(self) -> list[common.ServerEvent]:
         """Every event up to and including the next ``done``."""

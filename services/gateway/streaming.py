@@ -47,13 +47,12 @@ async def pump_to_websocket(stream: SessionStream, websocket: WebSocket, session
     many = SEND_MANY in websocket.scope.get("extensions", {})
     try:
         async for batch in stream.batches():
-            if many and len(batch) > 1:
-                await websocket.send(
-                    {"type": "websocket.send", "texts": [dumps(event_to_json(e)) for e in batch]}
-                )
+            texts = [dumps(event_to_json(event)) for event in batch]
+            if many and len(texts) > 1:
+                await websocket.send({"type": "websocket.send", "texts": texts})
                 continue
-            for event in batch:
-                await websocket.send_text(dumps(event_to_json(event)))
+            for text in texts:
+                await websocket.send_text(text)
     except grpc.aio.AioRpcError as error:
         if stream.closed:
             return  # this side closed it
