@@ -10,7 +10,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Hashable, Sequence
-from typing import Protocol, TypeAlias
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 import grpc
 from grpc import aio
@@ -31,6 +31,9 @@ from services.orchestrator.peers.early import EARLY, EarlyCall, Guesses, Room
 from services.orchestrator.peers.shared_calls import SharedCalls, SharedRequest
 from services.orchestrator.state.store import StoredMessage
 from services.orchestrator.turn.toolbox import ToolSpec
+
+if TYPE_CHECKING:
+    from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 
 log = logging.getLogger(__name__)
 
@@ -74,17 +77,33 @@ def retry_delay(
 def to_proto(message: StoredMessage, with_reasoning: bool = False) -> pb.ChatMessage:
     """``message`` for the model; its reasoning only when ``with_reasoning``."""
     out = pb.ChatMessage(role=message.role, content=message.content)
+    _fill(out, message, with_reasoning)
+    return out
+
+
+def add_messages(
+    into: RepeatedCompositeFieldContainer[pb.ChatMessage],
+    messages: Sequence[StoredMessage],
+    with_reasoning: bool = False,
+) -> None:
+    """``messages`` as ``to_proto`` makes them, built in the request's own list: a list of
+    messages handed to the request's constructor is copied into it, which for a
+    1,000-message history cost more than building them (4.4 ms against 1.8 on the 2-core
+    AMD box)."""
+    add = into.add
+    for message in messages:
+        _fill(add(role=message.role, content=message.content), message, with_reasoning)
+
+
+def _fill(out: pb.ChatMessage, message: StoredMessage, with_reasoning: bool) -> None:
     if message.name and message.role != "assistant":
         out.name = message.name
     for call in message.tool_calls or ():
-        out.tool_calls.append(
-            pb.LlmToolCall(id=call["id"], name=call["name"], arguments_json=call["arguments"])
-        )
+        out.tool_calls.add(id=call["id"], name=call["name"], arguments_json=call["arguments"])
     if message.tool_call_id:
         out.tool_call_id = message.tool_call_id
     if with_reasoning and message.reasoning:
         out.reasoning = message.reasoning
-    return out
 
 
 def output_from_proto(chunk: pb.CompleteChunk) -> ModelOutput:
@@ -262,18 +281,12 @@ class LlmClient:
     ) -> AsyncIterator[ModelOutput]:
         """The reply's pieces as they come; ``sent`` is called once the first request is
         on its way (work the request does not need can start then)."""
-        request = pb.CompleteRequest(
-            session_id=session_id,
-            purpose=purpose,
-            model=model,
-            messages=[to_proto(m, with_reasoning) for m in messages],
-            tools=[
-                pb.ToolDefinition(
-                    name=t.name, description=t.description, parameters_json=t.parameters_json
-                )
-                for t in tools
-            ],
-        )
+        request = pb.CompleteRequest(session_id=session_id, purpose=purpose, model=model)
+        add_messages(request.messages, messages, with_reasoning)
+        for t in tools:
+            request.tools.add(
+                name=t.name, description=t.description, parameters_json=t.parameters_json
+            )
         if temperature is not None:
             request.temperature = temperature
         if max_tokens is not None:
