@@ -96,8 +96,10 @@ def request_names(request: pb.CompleteRequest) -> ToolNames:
     """Every tool name the request carries: offered tools, the history's calls and the
     names of their results."""
     names = {t.name for t in request.tools}
-    for message in request.messages:
-        names.update(call.name for call in message.tool_calls)
+    for message in request.messages:  # a long history: one look at most messages
+        calls = message.tool_calls
+        if calls:
+            names.update([call.name for call in calls])
         if message.role == "tool" and message.HasField("name"):
             names.add(message.name)
     return _names_of(frozenset(names))

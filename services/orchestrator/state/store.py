@@ -115,6 +115,18 @@ def context_of(rows: Sequence[Sequence[Any]]) -> TurnContext:
     return stored_messages(_CONTEXT_FIELDS, rows[1:]), rows[0][-1]
 
 
+_CONTEXT_COLUMNS = tuple(f"ctx_{name}" for name in (*_CONTEXT_FIELDS, "handover"))
+
+
+def context_of_columns(row: Mapping[str, Any]) -> TurnContext | None:
+    """``begin_turn``'s context, read as one array per column of ``turn_context``; None when
+    it was not read."""
+    columns = [row[name] for name in _CONTEXT_COLUMNS]
+    if columns[0] is None:
+        return None
+    return context_of(list(zip(*columns, strict=True)))
+
+
 def stored_messages(names: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[StoredMessage]:
     """``rows`` as messages, column ``i`` being field ``names[i]`` (columns past the names are
     not read); what a row leaves out keeps its default, as with the constructor.
@@ -458,7 +470,7 @@ class SessionStore:
             (parent, row["parent_call_id"]) if parent else None,
             call_id,
             row["call"],
-            context_of(row["context"]) if row["context"] is not None else None,
+            context_of_columns(row),
             row["stored"],
         )
 
