@@ -31,6 +31,7 @@ from services.orchestrator.peers.llm import LlmClient
 from services.orchestrator.peers.mesh_clients import HitlClient
 from services.orchestrator.state.hub import SessionHub
 from services.orchestrator.state.store import RowChanges, SessionStore, StoredMessage
+from services.orchestrator.turn import model_step
 from services.orchestrator.turn.ledger import Ledger, LedgerCall
 from services.orchestrator.turn.loop import AgentLoop
 from services.orchestrator.turn.port import TurnPort
@@ -231,7 +232,9 @@ async def test_an_answers_end_shares_the_commit_of_its_done(
 ) -> None:
     """The final ``assistant_message`` waits for the ``done`` after it (one commit, one
     WAL flush); the answer's row is written without a flush of its own (that commit
-    flushes it)."""
+    flushes it). The wait is widened: what is checked is that the answer waits for its
+    ``done``, not that a busy box reaches it within the 5 ms a service allows."""
+    monkeypatch.setattr(model_step, "FOLLOWED_WAIT", 30.0)
     store = rig.loop.store
     commits: list[list[pb.ServerEvent]] = []
     flushes: list[tuple[str, bool]] = []
@@ -253,7 +256,8 @@ async def test_an_answers_end_shares_the_commit_of_its_done(
     monkeypatch.setattr(store, "append_events", counting)
     monkeypatch.setattr(store, "add_message", adding)
     monkeypatch.setattr(rig.model, "complete", answering)
-    await rig.loop.advance(SID)
+    async with asyncio.timeout(10):  # not the widened wait: the done comes at once
+        await rig.loop.advance(SID)
     assert [len(c) for c in commits] == [1, 2]
     last = commits[-1]
     assert [e.WhichOneof("event") for e in last] == ["assistant_message", "done"]
