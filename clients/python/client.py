@@ -90,10 +90,10 @@ class SessionStream:
         if event is aio.EOF:
             return False
         assert isinstance(event, common.ServerEvent)
-        then = list(event.then)
-        event.ClearField("then")
         self._ready.append(event)
-        self._ready.extend(then)
+        if event.then:  # most messages carry none: no copy, no clear on the token path
+            self._ready.extend(event.then)
+            event.ClearField("then")
         return True
 
     async def batches(self) -> AsyncIterator[list[common.ServerEvent]]:

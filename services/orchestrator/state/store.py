@@ -136,12 +136,13 @@ def stored_messages(names: Sequence[str], rows: Sequence[Sequence[Any]]) -> list
     and with the mapping built per row ~5 ms of the orchestrator's CPU for a 1,000-message
     history, before the turn's first token. Filling the instance's ``__dict__`` takes 1.2-2.2
     ms; the message is as frozen as one built by ``__init__`` (a test compares the two)."""
-    unknown, missing = set(names) - _DEFAULTS.keys() - _REQUIRED, _REQUIRED - set(names)
+    given = set(names)
+    unknown, missing = given - _DEFAULTS.keys() - _REQUIRED, _REQUIRED - given
     if unknown or missing:
         raise TypeError(
             f"StoredMessage columns: unknown {sorted(unknown)}, missing {sorted(missing)}"
         )
-    left_out = {name: value for name, value in _DEFAULTS.items() if name not in names}
+    left_out = {name: value for name, value in _DEFAULTS.items() if name not in given}
     new = object.__new__
     out = []
     for row in rows:
