@@ -30,7 +30,7 @@ from bench import (
     tools,
 )
 from bench.mesh import PGDATA, BenchMesh, embedded_server, raise_open_file_limit, running_mesh
-from bench.procs import mesh_processes, quiet
+from bench.procs import LOOP_STEPS, loop_ms, mesh_processes, quiet
 from bench.report import Figure, publish
 from bench.upstream import Upstream
 from services.common.heap import settle_heap
@@ -146,11 +146,14 @@ class Sections:
         self.upstream = upstream
         self.figures: list[Figure] = []
         self.timings: dict[str, float] = {}
+        self.speeds: dict[str, float] = {}
+        """The box's speed (``procs.loop_ms``) as each section started, and at the end."""
 
     async def run(self, name: str, work: Callable[[], Awaitable[list[Figure]]]) -> None:
         """Run ``work`` (called only now, so each section starts after the last one)."""
         # Progress goes to stderr: stdout carries only the table.
-        print(f"bench: {name} ...", file=sys.stderr, flush=True)
+        self.speeds[name] = loop_ms()
+        print(f"bench: {name} ... (box: {self.speeds[name]} ms)", file=sys.stderr, flush=True)
         started = time.perf_counter()
         try:
             # The scripted model logs every request it serves (for tests): start each
@@ -166,7 +169,7 @@ class Sections:
         print(f"bench: {name} took {self.timings[name]} s", file=sys.stderr, flush=True)
 
 
-async def run(k: dict[str, Any]) -> tuple[list[Figure], dict[str, float], dict[str, int]]:
+async def run(k: dict[str, Any]) -> tuple[Sections, dict[str, int]]:
     """Every section against one mesh (plus the single-agent one for TTFT)."""
     pace = int(k["token_delay_ms"])
     async with embedded_server() as server, running_mesh(server.dsn, token_delay_ms=pace) as mesh:
@@ -208,9 +211,10 @@ async def run(k: dict[str, Any]) -> tuple[list[Figure], dict[str, float], dict[s
             )
             await sections.run("command policy", commands.measure)
             await sections.run("tool retrieval", lambda: retrieval.measure(server.dsn))
+            sections.speeds["end"] = loop_ms()
         finally:
             await upstream.close()
-    return sections.figures, sections.timings, dict(mesh.problems.most_common(20))
+    return sections, dict(mesh.problems.most_common(20))
 
 
 async def main(argv: list[str] | None = None) -> int:
@@ -220,7 +224,8 @@ async def main(argv: list[str] | None = None) -> int:
     raise_open_file_limit()
     settle_heap()  # the client's own collector pauses would land in the figures it times
     started = time.perf_counter()
-    figures, timings, problems = await run(k)
+    sections, problems = await run(k)
+    figures = sections.figures
     for problem, count in problems.items():
         print(f"bench: mesh logged {count} x {problem}", file=sys.stderr)
     settings = {
@@ -235,7 +240,10 @@ async def main(argv: list[str] | None = None) -> int:
     latest = (
         args.latest if args.latest is not None else (None if args.quick else HERE / "LATEST.md")
     )
-    settings["seconds per section"] = timings
+    settings["seconds per section"] = sections.timings
+    settings[f"box speed, ms for {LOOP_STEPS:,} Python loop steps before each section"] = (
+        sections.speeds
+    )
     extra = {"mesh_log_problems": problems}
     publish(figures, settings, args.results_dir, latest, extra=extra)
     return 1 if any(f.name == "error" for f in figures) else 0

@@ -38,6 +38,8 @@ NOT_PRESENT = "n/a (endpoint not present)"
 V1 = "/v1/chat/completions (gateway, stream, new session per request)"
 V1_CONTINUED = "/v1/chat/completions (gateway, stream, X-CodeLab-Session: continuing a session)"
 BASELINE = "direct: openai SDK -> scripted model (baseline)"
+RAW = "direct: raw HTTP client (httpx, as the SSE row's) -> scripted model"
+SSE = "SSE /agent/message/stream, agent_type=coder"
 SINGLE = "WebSocket, single-agent mode (MULTI_AGENT_MODE=false)"
 MULTI = "WebSocket, multi-agent default (routing call + agent)"
 CODER = "WebSocket, agent_type=coder (no routing call)"
@@ -110,6 +112,32 @@ async def sse_sample(http: httpx.AsyncClient, mesh: BenchMesh, index: int) -> fl
                 first = time.perf_counter()
     if first is None:
         raise RuntimeError("the SSE stream carried no assistant_message")
+    return (first - started) * 1000
+
+
+async def raw_sample(http: httpx.AsyncClient, upstream: Upstream, index: int) -> float:
+    """The baseline's completion without the SDK: the SSE row's client (httpx) streams it
+    from the scripted model. The SDK's own work per request is on the baseline's side of
+    every "added" figure; an SSE request pays none of it, so SSE's figure over this row is
+    what the mesh adds with the same client on both sides."""
+    body = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": f"{MARKER} {index}"}],
+        "stream": True,
+    }
+    headers = {"Authorization": "Bearer bench"}
+    started = time.perf_counter()
+    first: float | None = None
+    url = f"{upstream.root}/v1/chat/completions"
+    async with http.stream("POST", url, json=body, headers=headers) as reply:
+        reply.raise_for_status()
+        async for line in reply.aiter_lines():
+            if first is None and line.startswith("data: {"):
+                choices = json.loads(line[6:]).get("choices") or [{}]
+                if (choices[0].get("delta") or {}).get("content"):
+                    first = time.perf_counter()
+    if first is None:
+        raise RuntimeError("the upstream streamed no content")
     return (first - started) * 1000
 
 
@@ -197,9 +225,8 @@ async def measure(
             Path(MULTI, sockets[0]),
             Path(CODER, sockets[1]),
             *([Path(SINGLE, sockets[2])] if single is not None else []),
-            Path(
-                "SSE /agent/message/stream, agent_type=coder", lambda i: sse_sample(http, mesh, i)
-            ),
+            Path(RAW, lambda i: raw_sample(http, upstream, i)),
+            Path(SSE, lambda i: sse_sample(http, mesh, i)),
         ]
         model = await chat_completions_model(http, mesh)
         if model is not None:
@@ -217,7 +244,8 @@ async def measure(
                         path.errors = path.streak = 0
             for path in paths:
                 await _take(path, index)
-    figures = [_figure(path, paths[0]) for path in paths]
+    raw = next(path for path in paths if path.name == RAW)
+    figures = [_figure(path, paths[0], raw) for path in paths]
     figures.insert(3, _routing(paths[1], paths[2]))
     if single is None:
         figures.insert(4, Figure(SECTION, SINGLE, "n/a (skipped: --no-single-agent)", "ms"))
@@ -233,16 +261,23 @@ def _routing(multi: Path, coder: Path) -> Figure:
     return Figure(SECTION, ROUTING, num(routing), "ms", {"p50": routing})
 
 
-def _figure(path: Path, baseline: Path) -> Figure:
+def _figure(path: Path, baseline: Path, raw: Path) -> Figure:
+    """A path's spread and, but for the two direct rows, what it adds over the baseline;
+    SSE's also over the raw client's (its own client)."""
     stats = spread(path.samples)
     value = f"p50 {num(stats['p50'])} · p95 {num(stats['p95'])} · p99 {num(stats['p99'])}"
     data: dict[str, object] = {**stats, "errors": path.errors}
     target = ""
-    if path is not baseline:
+    if path is not baseline and path is not raw:
         base = spread(baseline.samples)
         added = {k: stats[k] - base[k] for k in ("p50", "p95", "p99")}
         # Percentiles of each path, then their difference: tails of two noisy paths may cross.
-        value += f" (added {added['p50']:+.1f} p50 · {added['p99']:+.1f} p99)"
+        value += f" (added {added['p50']:+.1f} p50 · {added['p99']:+.1f} p99"
+        if path.name == SSE and raw.samples:
+            over_raw = stats["p50"] - spread(raw.samples)["p50"]
+            value += f"; {over_raw:+.1f} p50 over the raw client"
+            data["added_over_raw_client"] = over_raw
+        value += ")"
         data["added"] = added
         target = "" if path.name == MULTI else ADDED_TARGET
     if path.errors:

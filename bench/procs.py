@@ -175,3 +175,18 @@ def snapshot(processes: Mapping[str, list[int]]) -> Snapshot:
 def cpu_delta(before: Snapshot, after: Snapshot) -> dict[str, float]:
     """CPU seconds spent per service between two snapshots."""
     return {name: after.cpu[name] - before.cpu.get(name, 0.0) for name in after.cpu}
+
+
+LOOP_STEPS = 1_000_000
+
+
+def loop_ms(steps: int = LOOP_STEPS) -> float:
+    """Milliseconds this process takes for a fixed pure-Python loop, now: the box's speed
+    at that moment. A shared VM's speed moves by the hour (the same loop took 0.43 and 0.77 s
+    for 5M steps twenty minutes apart), and every figure that is CPU moves with it; the
+    bench takes one before each section so a run that sped up or slowed down says so."""
+    started = time.perf_counter()
+    total = 0
+    for step in range(steps):
+        total += step
+    return round((time.perf_counter() - started) * 1000, 1)

@@ -18,6 +18,8 @@ pytestmark = pytest.mark.e2e
 FIGURES = (
     "Time to first token",
     "direct: openai SDK -> scripted model (baseline)",
+    "direct: raw HTTP client (httpx, as the SSE row's) -> scripted model",
+    "p50 over the raw client",
     "WebSocket, multi-agent default (routing call + agent)",
     "WebSocket, agent_type=coder (no routing call)",
     "WebSocket, single-agent mode (MULTI_AGENT_MODE=false)",
@@ -60,6 +62,7 @@ FIGURES = (
     "dangerous lines",
     "everyday lines",
     "Machine:",
+    "box speed, ms for 1,000,000 Python loop steps before each section",
     "Target",
 )
 
