@@ -53,6 +53,7 @@ FIGURES = (
     "events committed",
     "(GetHistory)",
     "resume over WebSocket: replay",
+    "the same replay through aiohttp's client",
     "first token of the next turn",
     "Soak",
     "sessions opened, answered and closed",
