@@ -14,6 +14,7 @@ from openai import AsyncOpenAI
 from services.common.model_stream import ModelFinished, TextPiece
 from services.llmproxy.errors import LlmError, LlmStreamInterrupted, LlmTimeout, LlmUnavailable
 from services.llmproxy.upstream import CompletionRequest, Upstream
+from tests.support.http_app import served
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 REQUEST = CompletionRequest(messages=[{"role": "user", "content": "hi"}])
@@ -34,15 +35,8 @@ async def drain(upstream: Upstream) -> list[object]:
 async def serving(handler: Handler) -> AsyncIterator[str]:
     app = web.Application()
     app.router.add_post("/v1/chat/completions", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        await runner.cleanup()
+    async with served(app) as base:
+        yield f"{base}/v1"
 
 
 def free_port() -> int:

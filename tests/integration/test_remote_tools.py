@@ -12,6 +12,7 @@ import httpx
 import pytest
 from aiohttp import web
 
+from tests.support.http_app import served
 from tests.support.ide import ide, of
 from tests.support.mesh import INTERNAL_KEY, Mesh, running_mesh
 
@@ -38,14 +39,9 @@ async def endpoint() -> AsyncIterator[Endpoint]:
     server = Endpoint()
     app = web.Application()
     app.router.add_post("/{name}", server.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    server.url = f"http://127.0.0.1:{port}"
-    yield server
-    await runner.cleanup()
+    async with served(app) as url:
+        server.url = url
+        yield server
 
 
 @pytest.fixture

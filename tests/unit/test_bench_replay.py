@@ -10,6 +10,7 @@ import pytest
 from aiohttp import web
 
 from bench.persistence import lean_replay_ms
+from tests.support.http_app import served
 
 Serve = Callable[[list[str | bytes]], tuple[str, list[str]]]
 """Frames to send -> (the stand-in's base URL, the paths asked for)."""
@@ -35,20 +36,13 @@ async def gateway() -> AsyncIterator[Serve]:
 
     app = web.Application()
     app.router.add_get("/ws/{session}", socket)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
 
     def serve(sent: list[str | bytes]) -> tuple[str, list[str]]:
         frames[:] = sent
-        return f"http://127.0.0.1:{port}", asked
+        return base, asked
 
-    try:
+    async with served(app) as base:
         yield serve
-    finally:
-        await runner.cleanup()
 
 
 async def test_a_replay_is_timed_to_its_last_event(gateway: Serve) -> None:
