@@ -96,23 +96,42 @@ class WebSocketPath:
             self.ide = None
 
 
+async def streamed_first_ms(
+    http: httpx.AsyncClient,
+    url: str,
+    body: dict[str, object],
+    wanted: Callable[[dict[str, object]], bool],
+    headers: dict[str, str] | None = None,
+) -> float:
+    """POST ``body`` to ``url`` and read the SSE response to its end: milliseconds to the
+    first ``data:`` object that is ``wanted``; RuntimeError when none was."""
+    started = time.perf_counter()
+    first: float | None = None
+    async with http.stream("POST", url, json=body, headers=headers) as reply:
+        reply.raise_for_status()
+        async for line in reply.aiter_lines():
+            if first is None and line.startswith("data: {") and wanted(json.loads(line[6:])):
+                first = time.perf_counter()
+    if first is None:
+        raise RuntimeError(f"the stream from {url} carried no first token")
+    return (first - started) * 1000
+
+
 async def sse_sample(http: httpx.AsyncClient, mesh: BenchMesh, index: int) -> float:
     """POST /agent/message/stream -> first ``assistant_message`` frame."""
-    body = {
+    body: dict[str, object] = {
         "session_id": f"ttft-sse-{index // TURNS_PER_SESSION}",
         "message": {"type": "user_message", "content": f"{MARKER} {index}", "agent_type": "coder"},
     }
-    started = time.perf_counter()
-    first: float | None = None
-    async with http.stream("POST", f"{mesh.gateway}/agent/message/stream", json=body) as reply:
-        reply.raise_for_status()
-        async for line in reply.aiter_lines():
-            is_data = first is None and line.startswith("data: ")
-            if is_data and json.loads(line[6:]).get("type") == "assistant_message":
-                first = time.perf_counter()
-    if first is None:
-        raise RuntimeError("the SSE stream carried no assistant_message")
-    return (first - started) * 1000
+    url = f"{mesh.gateway}/agent/message/stream"
+    return await streamed_first_ms(http, url, body, lambda e: e.get("type") == "assistant_message")
+
+
+def _has_content(chunk: dict[str, object]) -> bool:
+    choices = chunk.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices else {}
+    delta = first.get("delta") if isinstance(first, dict) else None
+    return isinstance(delta, dict) and bool(delta.get("content"))
 
 
 async def raw_sample(http: httpx.AsyncClient, upstream: Upstream, index: int) -> float:
@@ -120,25 +139,14 @@ async def raw_sample(http: httpx.AsyncClient, upstream: Upstream, index: int) ->
     from the scripted model. The SDK's own work per request is on the baseline's side of
     every "added" figure; an SSE request pays none of it, so SSE's figure over this row is
     what the mesh adds with the same client on both sides."""
-    body = {
+    body: dict[str, object] = {
         "model": MODEL,
         "messages": [{"role": "user", "content": f"{MARKER} {index}"}],
         "stream": True,
     }
-    headers = {"Authorization": "Bearer bench"}
-    started = time.perf_counter()
-    first: float | None = None
     url = f"{upstream.root}/v1/chat/completions"
-    async with http.stream("POST", url, json=body, headers=headers) as reply:
-        reply.raise_for_status()
-        async for line in reply.aiter_lines():
-            if first is None and line.startswith("data: {"):
-                choices = json.loads(line[6:]).get("choices") or [{}]
-                if (choices[0].get("delta") or {}).get("content"):
-                    first = time.perf_counter()
-    if first is None:
-        raise RuntimeError("the upstream streamed no content")
-    return (first - started) * 1000
+    headers = {"Authorization": "Bearer bench"}
+    return await streamed_first_ms(http, url, body, _has_content, headers)
 
 
 async def chat_completions_model(http: httpx.AsyncClient, mesh: BenchMesh) -> str | None:
