@@ -18,6 +18,7 @@ within 2x of the smallest (the target).
 from __future__ import annotations
 
 import asyncio
+import statistics
 from collections.abc import Mapping, Sequence
 
 from bench.report import Figure, first_error, num, spread
@@ -26,6 +27,8 @@ from bench.upstream import Upstream
 from clients.python.ide import IdeConnection
 
 SECTION = "Concurrency"
+PARTS = ("to the tool call", "to the answer's first token", "the answer")
+"""``Turn.parts``, as the table names them."""
 
 
 PACED_TOKENS = 40
@@ -110,6 +113,7 @@ async def _pass(
                 await close_many(sockets)
         errors = refused + [t.error for t in turns if t.error]
         latency = spread([t.seconds * 1000 for t in turns if not t.error])
+        parts = _parts(turns)
         medians[sessions] = latency["p50"]
         per_session = {
             name: (memory.peak[name] - start.get(name, 0)) / sessions
@@ -134,9 +138,9 @@ async def _pass(
             Figure(
                 SECTION,
                 f"{label}: turn latency",
-                f"p50 {num(latency['p50'], 0)} · p99 {num(latency['p99'], 0)}",
+                f"p50 {num(latency['p50'], 0)} · p99 {num(latency['p99'], 0)}{_by_part(parts)}",
                 "ms",
-                latency,
+                {**latency, "parts_p50": parts},
             ),
             Figure(
                 SECTION,
@@ -147,6 +151,21 @@ async def _pass(
             ),
         ]
     return figures + _growth(medians, paced)
+
+
+def _parts(turns: Sequence[Turn]) -> dict[str, float]:
+    """Median milliseconds of each part of the completed turns (``Turn.parts``): where a
+    level's extra latency waits, at the turn's start or in its stream."""
+    timed = [turn.parts for turn in turns if turn.parts and not turn.error]
+    if not timed:
+        return {}
+    return {name: statistics.median(t[i] for t in timed) * 1000 for i, name in enumerate(PARTS)}
+
+
+def _by_part(parts: Mapping[str, float]) -> str:
+    if not parts:
+        return ""
+    return " (p50 by part: " + " · ".join(f"{k} {num(v, 0)}" for k, v in parts.items()) + ")"
 
 
 def _growth(medians: Mapping[int, float], paced: bool) -> list[Figure]:

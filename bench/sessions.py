@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from websockets.exceptions import WebSocketException
 
 from bench.procs import resident
-from clients.python.ide import Event, IdeConnection, connect_ide, of_type
+from clients.python.ide import Event, IdeConnection, connect_ide, is_done, of_type
 
 TURN_TIMEOUT = 180.0
 FAILURES = (TimeoutError, OSError, ValueError, WebSocketException)
@@ -37,6 +37,10 @@ class Turn:
     last_token_s: float | None = None
     seconds: float = 0.0
     error: str | None = None
+    parts: tuple[float, float, float] | None = None
+    """A tool turn's seconds by part, when its answer streamed: to the tool call's ``done``;
+    from there (the tool result sent) to the answer's first token; the answer to its
+    ``done``."""
 
 
 def _words(events: Sequence[Event]) -> tuple[int, int]:
@@ -99,9 +103,15 @@ async def tool_turn(ide: IdeConnection, content: str) -> Turn:
         first = await ide.until_done(TURN_TIMEOUT)
         calls = of_type(first, "tool_call")
         turn.error = _problem(first, "awaiting_tool_result")
+        called = time.perf_counter()
         if turn.error is None and calls:
             await ide.tool_result(str(calls[0]["call_id"]), TOOL_RESULT)
-            second = await ide.until_done(TURN_TIMEOUT)
+            second = await ide.until(lambda e: _is_token(e) or is_done(e), TURN_TIMEOUT)
+            answered = time.perf_counter()
+            if not is_done(second[-1]):
+                second += await ide.until_done(TURN_TIMEOUT)
+                ended = time.perf_counter()
+                turn.parts = (called - started, answered - called, ended - answered)
             turn.tokens, turn.events = _words(second)
             turn.error = _problem(second, "completed")
         elif turn.error is None:
