@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
@@ -162,3 +163,21 @@ async def test_a_tool_result_named_in_the_wire_form_is_accepted(
 ) -> None:
     reply = await client.chat.completions.create(model="m", messages=answered("git_diff"))
     assert reply.choices[0].message.content
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
+async def test_a_body_that_is_not_strict_json_is_refused(
+    model: ScriptedModelHandle, literal: str
+) -> None:
+    """Python's json module reads NaN and Infinity; JSON has neither, nor has the real API."""
+    body = '{"model": "m", "messages": [{"role": "user", "content": "go"}], "temperature": %s}'
+    async with httpx.AsyncClient(trust_env=False) as http:
+        reply = await http.post(
+            f"{model.base_url}/chat/completions",
+            content=body % literal,
+            headers={"content-type": "application/json", "authorization": "Bearer any"},
+        )
+    assert reply.status_code == 400
+    error = reply.json()["error"]
+    assert error["message"] == "We could not parse the JSON body of your request."
+    assert error["type"] == "invalid_request_error"
