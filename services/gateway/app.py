@@ -114,7 +114,7 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
             raise ProtocolError("INVALID_MESSAGE", f"unknown format {shape_name!r}; try seed000")
         try:
             body = json.loads(await request.body())
-        except json.JSONDecodeError as error:
+        except ValueError as error:  # UnicodeDecodeError too: bytes that are not UTF-8
             raise ProtocolError("INVALID_MESSAGE", f"Invalid JSON body: {error}") from error
         session_id, raw = normalise_stream_body(body)
         message = parse_client_message(raw)

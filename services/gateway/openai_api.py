@@ -109,7 +109,7 @@ def parse_body(raw: bytes) -> ChatRequest:
     """The request, or a 400."""
     try:
         body = json.loads(raw)
-    except json.JSONDecodeError as error:
+    except ValueError as error:  # UnicodeDecodeError too: bytes that are not UTF-8
         raise OpenAIError(400, f"Invalid JSON body: {error}", "INVALID_MESSAGE") from error
     if not isinstance(body, dict):
         raise OpenAIError(400, "the body must be a JSON object", "INVALID_MESSAGE")

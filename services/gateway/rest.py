@@ -58,7 +58,7 @@ async def read_json(request: Request, *, optional: bool = False) -> dict[str, An
         return {}
     try:
         body = json.loads(raw)
-    except json.JSONDecodeError as error:
+    except ValueError as error:  # UnicodeDecodeError too: bytes that are not UTF-8
         raise ProtocolError("INVALID_MESSAGE", f"Invalid JSON body: {error}") from error
     if not isinstance(body, dict):
         raise ProtocolError("INVALID_MESSAGE", "the body must be a JSON object")

@@ -118,11 +118,12 @@ async def test_sse_sends_heartbeats_while_the_model_is_silent(mesh: Mesh) -> Non
     ("raw", "code"),
     [
         ("not json", "INVALID_MESSAGE"),
+        (b'{"session_id": "\xff"}', "INVALID_MESSAGE"),  # not UTF-8
         ('{"message": "no session"}', "MISSING_REQUIRED_FIELD"),
         ('{"session_id": "s", "message": {"type": "nope"}}', "INVALID_MESSAGE_TYPE"),
     ],
 )
-async def test_sse_bad_body_is_a_400_with_the_code(mesh: Mesh, raw: str, code: str) -> None:
+async def test_sse_bad_body_is_a_400_with_the_code(mesh: Mesh, raw: str | bytes, code: str) -> None:
     async with httpx.AsyncClient(base_url=mesh.gateway_url, timeout=10) as http:
         response = await http.post("/agent/message/stream", content=raw)
     assert response.status_code == 400

@@ -269,6 +269,7 @@ async def test_template_plus_session_header_continues(mesh: Mesh, sdk: AsyncOpen
     ("body", "code"),
     [
         (b"{not json", "INVALID_MESSAGE"),
+        (b'{"model": "\xff"}', "INVALID_MESSAGE"),  # not UTF-8
         (b'{"model": "coder", "messages": []}', "MISSING_REQUIRED_FIELD"),
         (b'{"model": "coder"}', "MISSING_REQUIRED_FIELD"),
         (b'{"messages": [{"role": "user", "content": "x"}]}', "MISSING_REQUIRED_FIELD"),

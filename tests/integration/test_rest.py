@@ -132,6 +132,7 @@ async def test_sessions_are_created_and_listed(http: httpx.AsyncClient) -> None:
         ("/sessions", "[1]", "INVALID_MESSAGE"),
         ("/sessions", '{"title": 5}', "MISSING_REQUIRED_FIELD"),
         ("/agent/message", "not json", "INVALID_MESSAGE"),
+        ("/agent/message", b'{"session_id": "\xff"}', "INVALID_MESSAGE"),  # not UTF-8
         ("/agent/message", '{"message": "no session"}', "MISSING_REQUIRED_FIELD"),
         ("/agent/message", '{"session_id": "s"}', "MISSING_REQUIRED_FIELD"),
         ("/agent/message", '{"session_id": "s", "message": {"type": "x"}}', "INVALID_MESSAGE_TYPE"),
@@ -142,7 +143,7 @@ async def test_sessions_are_created_and_listed(http: httpx.AsyncClient) -> None:
     ],
 )
 async def test_bad_bodies_are_400_with_the_code(
-    http: httpx.AsyncClient, path: str, raw: str, code: str
+    http: httpx.AsyncClient, path: str, raw: str | bytes, code: str
 ) -> None:
     assert assert_error(await http.post(path, content=raw), 400, code)["details"] == {}
 
