@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -35,6 +34,7 @@ from services.gateway.seed000 import FORMAT as SEED_000
 from services.gateway.seed000 import Seed000Shape
 from services.gateway.streaming import sse_events, websocket_session
 from services.gateway.translate import (
+    json_body,
     normalise_stream_body,
     parse_client_message,
     with_idempotency_key,
@@ -112,11 +112,7 @@ def create_app(settings: Settings, client: MeshClient) -> FastAPI:
         shape_name = request.query_params.get("format", "")
         if shape_name not in ("", SEED_000):
             raise ProtocolError("INVALID_MESSAGE", f"unknown format {shape_name!r}; try seed000")
-        try:
-            body = json.loads(await request.body())
-        except ValueError as error:  # UnicodeDecodeError too: bytes that are not UTF-8
-            raise ProtocolError("INVALID_MESSAGE", f"Invalid JSON body: {error}") from error
-        session_id, raw = normalise_stream_body(body)
+        session_id, raw = normalise_stream_body(json_body(await request.body()))
         message = parse_client_message(raw)
         if not message.HasField("client_message_id"):
             with_idempotency_key(message, request.headers)

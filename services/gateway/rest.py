@@ -21,6 +21,7 @@ from services.gateway import render
 from services.gateway.auth import Authenticator
 from services.gateway.errors import ProtocolError
 from services.gateway.translate import (
+    json_body,
     normalise_stream_body,
     parse_client_message,
     with_idempotency_key,
@@ -56,10 +57,7 @@ async def read_json(request: Request, *, optional: bool = False) -> dict[str, An
     raw = await request.body()
     if optional and not raw.strip():
         return {}
-    try:
-        body = json.loads(raw)
-    except ValueError as error:  # UnicodeDecodeError too: bytes that are not UTF-8
-        raise ProtocolError("INVALID_MESSAGE", f"Invalid JSON body: {error}") from error
+    body = json_body(raw)
     if not isinstance(body, dict):
         raise ProtocolError("INVALID_MESSAGE", "the body must be a JSON object")
     return body

@@ -202,6 +202,14 @@ def with_idempotency_key(message: pb.ClientMessage, headers: Mapping[str, str]) 
     return message
 
 
+def json_body(raw: bytes) -> Any:
+    """A request body's JSON; INVALID_MESSAGE for one that is not JSON or not UTF-8."""
+    try:
+        return json.loads(raw)
+    except ValueError as error:  # UnicodeDecodeError too: bytes that are not UTF-8
+        raise ProtocolError("INVALID_MESSAGE", f"Invalid JSON body: {error}") from error
+
+
 def parse_text(text: str) -> pb.ClientMessage:
     """A WebSocket text frame -> ClientMessage."""
     try:

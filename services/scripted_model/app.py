@@ -59,16 +59,12 @@ def _not_json(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _strict_json(raw: bytes) -> Any:
-    """JSON as the real API reads it: NaN and Infinity are not JSON, though Python's json
-    module reads them. (Not orjson: it reads an integer past 64 bits as a float, and the
-    model would see another number than the one sent.)"""
-    return json.loads(raw, parse_constant=_not_json)
-
-
 async def _json_object(request: Request) -> dict[str, Any]:
     try:
-        body = _strict_json(await request.body())
+        # JSON as the real API reads it: NaN and Infinity are not JSON, though Python's json
+        # module reads them. (Not orjson: it reads an integer past 64 bits as a float, and
+        # the model would see another number than the one sent.)
+        body = json.loads(await request.body(), parse_constant=_not_json)
     except ValueError:  # JSONDecodeError and UnicodeDecodeError included
         raise RequestRefused("We could not parse the JSON body of your request.") from None
     if not isinstance(body, dict):
