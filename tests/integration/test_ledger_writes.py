@@ -5,6 +5,8 @@ the session's next open call, read by the same statement)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from asyncpg import Pool
 
 from services.orchestrator.state.store import SessionStore, StoredMessage
@@ -148,6 +150,50 @@ async def test_the_next_open_call_is_read_again_after_a_change_or_the_handling_e
     assert await ledger.next_open("again") is None
     await ledger.complete(calls[2], StoredMessage("tool", "Z"), "completed", None)
     assert await ledger.next_open("again") is None  # the last one: none is open
+
+
+async def test_the_last_open_calls_commit_reads_what_the_next_model_call_reads(
+    pool: Pool,
+) -> None:
+    """``read_context``: the history and hand-over context exactly as ``turn_context``
+    reads them after the commit (its tool message, its failure as the last error, the
+    files it wrote), and only once no call of the session is open."""
+    store, ledger = SessionStore(pool), Ledger(pool)
+    await store.attach("reads", "u1", "coder")
+    await store.set_context_metadata("reads", {"user_preferences": "tabs"})
+    calls = [
+        LedgerCall(f"call-{n}", "reads", "coder", "write_file", '{"path": "a.py"}', "", "proposed")
+        for n in ("p", "q")
+    ]
+    asked = [{"id": c.call_id, "name": c.tool_name, "arguments": c.arguments} for c in calls]
+    await ledger.propose(StoredMessage("assistant", "", tool_calls=asked), calls)
+    first = StoredMessage("tool", "written", name="write_file", tool_call_id="call-p")
+    artifacts = [("file", "src/a.py", 3)]
+    # Another call is open: nothing is read, whatever is asked.
+    assert (
+        await ledger.complete(calls[0], first, "completed", None, [], artifacts, read_context=True)
+        is None
+    )
+    last = StoredMessage("tool", "Error: disk full", name="write_file", tool_call_id="call-q")
+    read = await ledger.complete(
+        calls[1], last, "failed", {"content": "Error: disk full"}, read_context=True
+    )
+    assert read is not None
+    history, handover = read
+    expected = await store.turn_context("reads")
+    assert [dataclasses.asdict(m) for m in history] == [dataclasses.asdict(m) for m in expected[0]]
+    assert [(m.role, m.content) for m in history][-2:] == [
+        ("tool", "written"),
+        ("tool", "Error: disk full"),
+    ]
+    assert handover == expected[1]
+    assert handover["last_error"] == "Error: disk full"
+    assert handover["files_modified"] == ["src/a.py"]
+    assert handover["metadata"] == {"user_preferences": "tabs"}
+    assert await ledger.next_open("reads") is None
+    # Not asked: not read.
+    again = await proposed(ledger, "reads", "call-r", "read_file")
+    assert await ledger.complete(again, StoredMessage("tool", "x"), "completed", None) is None
 
 
 async def test_a_turn_begun_without_a_running_plan_reads_none_until_a_plan_is_written(

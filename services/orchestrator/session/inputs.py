@@ -247,14 +247,16 @@ class Inputs:
                 call.call_id,
             )
             return
+        read = None  # the history the model reads next, read by the result's own commit
         if call.tool_name == REVIEW_TOOL:
             await self.reviewed(call, result, user_id)
         elif result.HasField("error") and result.error:
-            await self.loop.complete(call, f"Error from the IDE: {result.error}", "failed")
+            error = f"Error from the IDE: {result.error}"
+            read = await self.loop.answered(call, error, "failed")
         else:
             content = result.result_json if result.HasField("result_json") else "null"
-            await self.loop.complete(call, content)
-        await self.loop.advance(call.session_id)  # a delegated child's call resumes the child
+            read = await self.loop.answered(call, content)
+        await self.loop.advance(call.session_id, read=read)  # a delegate's call: the child's
 
     async def reviewed(self, call: LedgerCall, result: pb.ToolResult, user_id: str) -> None:
         """The IDE's patch review came back: it is the person's decision on the patch."""

@@ -15,7 +15,12 @@ from typing import Any
 import asyncpg
 
 from services.common.db import Pool, db_errors
-from services.orchestrator.state.store import QUERIES, StoredMessage
+from services.orchestrator.state.store import (
+    QUERIES,
+    StoredMessage,
+    TurnContext,
+    context_of_columns,
+)
 
 
 @dataclass(frozen=True)
@@ -162,10 +167,14 @@ class Ledger:
         result: Any,
         sources: Sequence[tuple[str, str]] = (),
         artifacts: Sequence[tuple[str, str, int]] = (),
-    ) -> None:
+        *,
+        read_context: bool = False,
+    ) -> TurnContext | None:
         """A finished call in one commit: ``message`` (the tool message the model reads),
         the call's state and result, the sources (kind, locator) and artifacts (kind,
-        path, bytes) it left. ``state`` is a finished one."""
+        path, bytes) it left. ``state`` is a finished one. ``read_context``: when no call
+        of the session is left open, the same round trip reads what the next model call
+        reads (``SessionStore.turn_context``, the writes included), returned; else None."""
         assert state in FINISHED_STATES, state
         sid = call.session_id
         self._next_open.pop(sid, None)
@@ -184,8 +193,11 @@ class Ledger:
                 [kind for kind, _, _ in artifacts],
                 [path for _, path, _ in artifacts],
                 [size for _, _, size in artifacts],
+                read_context,
             )
-        self._next_open[sid] = _call(row) if row else None
+        following = row["next_call"]
+        self._next_open[sid] = LedgerCall(**following) if following is not None else None
+        return context_of_columns(row)
 
     def no_running_plan(self, session_id: str) -> None:
         """The message being handled began with no plan of the session running."""

@@ -31,6 +31,7 @@ from services.orchestrator.state.store import (
     SessionStore,
     StoredMessage,
     SwitchRow,
+    TurnContext,
     TurnStart,
 )
 from services.orchestrator.turn.approvals import ApprovalGate, rated_risk
@@ -317,9 +318,13 @@ class AgentLoop:
                 within=FOLLOWED_WAIT,
             )
 
-    async def advance(self, sid: str, first: FirstStep | None = None) -> None:
+    async def advance(
+        self, sid: str, first: FirstStep | None = None, read: TurnContext | None = None
+    ) -> None:
         """Run the session until it waits for the IDE or a human, or the task ends;
-        ``first``: a new turn's first model call (no call is open then)."""
+        ``first``: a new turn's first model call (no call is open then); ``read``: what
+        the next model call reads, read by the last write (``complete``): used when that
+        call comes before anything else is done."""
         budget = self._budgets.setdefault(sid, Budget())
         proposed: list[LedgerCall] = []  # the calls the last model call made, still open
         try:
@@ -328,6 +333,8 @@ class AgentLoop:
                     # What the model just proposed is open, in order: no read for it.
                     call = proposed[0] if proposed else await self.ledger.next_open(sid)
                     proposed = []
+                    if call is not None or budget.stop is not None:
+                        read = None  # something is done first: read again after it
                     if call is not None:
                         if call.state in ("awaiting_approval", "dispatched"):
                             return
@@ -359,8 +366,8 @@ class AgentLoop:
                     )
                     return
                 budget.iterations += 1
-                answer = await self.model_step(sid, template, first)
-                first = None
+                answer = await self.model_step(sid, template, first, read)
+                first, read = None, None
                 if isinstance(answer, list):
                     proposed = answer
                     continue
@@ -375,12 +382,19 @@ class AgentLoop:
             )
 
     async def model_step(
-        self, sid: str, template: AgentTemplate, first: FirstStep | None = None
+        self,
+        sid: str,
+        template: AgentTemplate,
+        first: FirstStep | None = None,
+        read: TurnContext | None = None,
     ) -> str | list[LedgerCall]:
-        """Ask the model; stream its text. Returns the answer, or the calls it proposed."""
+        """Ask the model; stream its text. Returns the answer, or the calls it proposed.
+        ``read``: the history and hand-over context, read already (else read here)."""
         session = await self.session(sid)
         if first is not None:
             history, context = first.history, None
+        elif read is not None:
+            history, context = read[0], session_context(read[1])
         else:
             history, context = await read_turn(self.store, sid)
         handover = await self.handover(sid, template.name, context)
@@ -509,17 +523,37 @@ class AgentLoop:
     ) -> None:
         """Record the call's outcome as the tool message the model will read (``extra``:
         more of the outcome for the runtime itself, kept beside the content)."""
+        await self._outcome(call, content, state, extra, read_context=False)
+
+    async def answered(
+        self, call: LedgerCall, content: str, state: str = "completed"
+    ) -> TurnContext | None:
+        """``complete`` for a call the IDE answered; the same round trip reads what the next
+        model call reads when no call of the session is left open (for ``advance``)."""
+        return await self._outcome(call, content, state, None, read_context=True)
+
+    async def _outcome(
+        self,
+        call: LedgerCall,
+        content: str,
+        state: str,
+        extra: dict[str, Any] | None,
+        *,
+        read_context: bool,
+    ) -> TurnContext | None:
         records = call_records(call, state)
-        await self.ledger.complete(
+        read = await self.ledger.complete(
             call,
             StoredMessage("tool", content, name=call.tool_name, tool_call_id=call.call_id),
             state,
             {"content": content, **(extra or {})},
             records.sources,
             records.artifacts,
+            read_context=read_context,
         )
         if state == "completed" and call.tool_name in await self.stop_tools(call):
             self._budgets.setdefault(call.session_id, Budget()).stop = call.tool_name
+        return read
 
     async def refuse(
         self,

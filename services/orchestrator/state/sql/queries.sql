@@ -212,37 +212,9 @@ from orchestrator.tool_calls
 where call_id = $1 and session_id = $2;
 
 -- name: complete_call
--- A call's outcome in one statement: the tool message the model reads ($4: its name, $5: its
--- tokens), the call's state ($6, a finished one) and result ($7), and what it read or wrote
--- (sources: $8 kinds, $9 locators; artifacts: $10 kinds, $11 paths, $12 bytes; empty arrays
--- for none). Returns the session's next open call, when there is one (the statement sees
--- the calls as they were before it: the one it finishes is left out by its id).
-with inserted as (
-    insert into orchestrator.messages (session_id, role, content, name, tool_call_id, tokens)
-    values ($1, 'tool', $3, $4, $2, $5)
-), touched as (
-    update orchestrator.sessions set last_activity = now() where session_id = $1
-), sources as (
-    insert into orchestrator.sources (session_id, call_id, kind, locator)
-    select $1, $2, kind, locator from unnest($8::text[], $9::text[]) as s(kind, locator)
-    on conflict (call_id, locator) do nothing
-), artifacts as (
-    insert into orchestrator.artifacts (session_id, call_id, kind, path, bytes)
-    select $1, $2, kind, path, bytes
-    from unnest($10::text[], $11::text[], $12::int[]) as a(kind, path, bytes)
-    on conflict (call_id, path) do nothing
-), finished as (
-    update orchestrator.tool_calls
-    set state = $6, result = $7, updated_at = now()
-    where call_id = $2 and session_id = $1
-)
-select call_id, session_id, agent, tool_name, arguments, executor, state, requires_approval,
-       reason, plan_id, step_id
-from orchestrator.tool_calls
-where session_id = $1 and call_id <> $2
-  and state not in ('completed', 'failed', 'cancelled', 'rejected', 'expired', 'timed_out')
-order by position
-limit 1;
+-- A call's outcome, the next open call and, when asked, what the next model call reads: the
+-- function's comment (migration 0018) says what.
+select * from orchestrator.finish_call($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13);
 
 -- name: set_call_state
 update orchestrator.tool_calls
