@@ -18,7 +18,7 @@ from services.orchestrator.session.ownership import Ownership
 from services.orchestrator.session.presence import SPACE, Presence
 from services.orchestrator.state import events
 from services.orchestrator.state.hub import SessionHub
-from services.orchestrator.state.store import SessionStore
+from services.orchestrator.state.store import CallChange, SessionStore
 from tests.support.runtime import until
 
 MARKER = "marker 0"
@@ -55,10 +55,13 @@ class GatedStore(SessionStore):
         events: Sequence[bytes],
         *,
         notify: bool = True,
+        changes: Sequence[CallChange] = (),
     ) -> None:
         self.waiting.set()
         await self.gate.wait()
-        await super().append_events(session_ids, seqs, kinds, events, notify=notify)
+        await super().append_events(
+            session_ids, seqs, kinds, events, notify=notify, changes=changes
+        )
 
 
 @pytest.fixture

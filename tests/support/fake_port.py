@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from services.orchestrator.agents.templates import AgentRegistry, AgentTemplate
-from services.orchestrator.state.store import SessionRow, SessionStore
+from services.orchestrator.state.store import CallChange, SessionRow, SessionStore
 from services.orchestrator.turn.ledger import Ledger, LedgerCall
 
 
@@ -27,7 +28,9 @@ class FakePort:
     async def template(self, sid: str, name: str) -> AgentTemplate:
         return self.agents.get(name)
 
-    async def emit(self, sid: str, *items: Any) -> None:
+    async def emit(self, sid: str, *items: Any, changes: Sequence[CallChange] = ()) -> None:
+        if changes:  # the calls' changes are committed; the events are only recorded here
+            await self.store.append_events([], [], [], [], changes=changes)
         self.moves.extend(("emit", sid, i.WhichOneof("event"), i) for i in items)
 
     async def notify(self, sid: str, event: Any) -> None:

@@ -18,12 +18,12 @@ import contextlib
 import datetime as dt
 import logging
 from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
 from codelab.v1 import common_pb2 as pb
 from services.common.errors import ServiceError
-from services.orchestrator.state.store import SessionStore
+from services.orchestrator.state.store import CallChange, SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,8 @@ class _Batch:
     """The session's last row when it is a token event that may still grow."""
     streamed: set[str] = field(default_factory=set)
     """Sessions with streamed text or reasoning in the batch."""
+    changes: list[CallChange] = field(default_factory=list)
+    """Tool calls' state changes the batch's commit carries (``emit_all``)."""
     committed: asyncio.Future[None] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
@@ -193,6 +195,21 @@ class SessionHub:
         await asyncio.shield(batch.committed)
         return event
 
+    async def emit_all(
+        self,
+        session_id: str,
+        events: Sequence[pb.ServerEvent],
+        changes: Sequence[CallChange] = (),
+    ) -> None:
+        """Commit and deliver ``events`` in one commit, in order, and with them the tool
+        calls' ``changes``: the events are never committed without them, nor they without
+        the events (as ``emit``, a cancelled caller does not take them back)."""
+        batch = self._batch()
+        for event in events:
+            self.post(session_id, event)
+        batch.changes.extend(changes)
+        await asyncio.shield(batch.committed)
+
     def post(
         self, session_id: str, event: pb.ServerEvent, *, within: float | None = None
     ) -> _Batch:
@@ -317,7 +334,9 @@ class SessionHub:
             kinds.append(event.WhichOneof("event") or "")
             blobs.append(event.SerializeToString())
         try:
-            await self.store.append_events(ids, seqs, kinds, blobs, notify=self.notify)
+            await self.store.append_events(
+                ids, seqs, kinds, blobs, notify=self.notify, changes=batch.changes
+            )
         except BaseException:
             # Maybe committed, maybe not (a lost connection cannot tell): read it again.
             for sid in sessions:

@@ -90,6 +90,17 @@ class Repeated:
     first_seq: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class CallChange:
+    """A tool call's new state (and validated arguments, None: kept), committed with the
+    events that announce it (``SessionStore.append_events``)."""
+
+    session_id: str
+    call_id: str
+    state: str
+    arguments: Mapping[str, Any] | None = None
+
+
 TurnContext = tuple[list["StoredMessage"], Mapping[str, Any]]
 """The history a model call reads and the raw hand-over context (see turn/handover.py)."""
 
@@ -394,12 +405,28 @@ class SessionStore:
         events: Sequence[bytes],
         *,
         notify: bool = True,
+        changes: Sequence[CallChange] = (),
     ) -> None:
         """Commit (session, seq, type, serialized event) rows of any sessions in one
-        statement; ``notify``: replicas watching those sessions are told at commit."""
-        query = QUERIES["append_events" if notify else "append_events_quietly"]
+        statement; ``notify``: replicas watching those sessions are told at commit;
+        ``changes``: tool calls' state changes, committed with the events."""
         async with db_errors("save events", "DB_WRITE_ERROR"):
-            await self.pool.execute(query, session_ids, seqs, kinds, events)
+            if not changes:
+                query = QUERIES["append_events" if notify else "append_events_quietly"]
+                await self.pool.execute(query, session_ids, seqs, kinds, events)
+                return
+            await self.pool.execute(
+                QUERIES["append_events_with_calls"],
+                session_ids,
+                seqs,
+                kinds,
+                events,
+                [change.session_id for change in changes],
+                [change.call_id for change in changes],
+                [change.state for change in changes],
+                [change.arguments for change in changes],
+                notify,
+            )
 
     async def events_after(
         self, session_id: str, after: int, limit: int = 1000

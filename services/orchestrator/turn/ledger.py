@@ -17,6 +17,7 @@ import asyncpg
 from services.common.db import Pool, db_errors
 from services.orchestrator.state.store import (
     QUERIES,
+    CallChange,
     StoredMessage,
     TurnContext,
     context_of_columns,
@@ -158,6 +159,12 @@ class Ledger:
                 requires_approval,
                 result,
             )
+
+    def dispatching(self, call: LedgerCall, arguments: dict[str, Any]) -> CallChange:
+        """``call`` goes out with ``arguments`` (validated): the change that the commit of
+        the event sending it carries (``SessionHub.emit_all``)."""
+        self._next_open.pop(call.session_id, None)
+        return CallChange(call.session_id, call.call_id, "dispatched", arguments)
 
     async def complete(
         self,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -26,6 +27,7 @@ from services.orchestrator.peers.mesh_clients import HitlClient
 from services.orchestrator.state import events
 from services.orchestrator.state.hub import FOLLOWED_WAIT, SessionHub
 from services.orchestrator.state.store import (
+    CallChange,
     RowChanges,
     SessionRow,
     SessionStore,
@@ -159,13 +161,14 @@ class AgentLoop:
 
     background = staticmethod(background)
 
-    async def emit(self, sid: str, *items: Any) -> None:
-        """Send events to the client of ``sid``: a delegated child's go to its parent's."""
+    async def emit(self, sid: str, *items: Any, changes: Sequence[CallChange] = ()) -> None:
+        """Send events to the client of ``sid`` (a delegated child's go to its parent's),
+        in one commit that also carries ``changes`` (see ``SessionHub.emit_all``)."""
         audience = await self.audience(sid)
         for item in items:
             if item.WhichOneof("event") == "done":
                 self._last_done[audience] = item.done.status
-            await self.hub.emit(audience, item)
+        await self.hub.emit_all(audience, items, changes)
 
     def post(self, audience: str, event: Any, within: float | None = None) -> None:
         """Send an event to ``audience`` without waiting for its commit: the next ``emit``

@@ -9,10 +9,11 @@ implements the port; tests give executors a fake one.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from services.orchestrator.agents.templates import AgentTemplate
-from services.orchestrator.state.store import SessionRow
+from services.orchestrator.state.store import CallChange, SessionRow
 from services.orchestrator.turn.ledger import LedgerCall
 
 
@@ -27,8 +28,9 @@ class TurnPort(Protocol):
         """The version of agent ``name`` the session's task runs on."""
         ...
 
-    async def emit(self, sid: str, *items: Any) -> None:
-        """Send events to the session's client (a delegate's go to its parent's)."""
+    async def emit(self, sid: str, *items: Any, changes: Sequence[CallChange] = ()) -> None:
+        """Send events to the session's client (a delegate's go to its parent's), in one
+        commit with tool calls' ``changes`` (``Ledger.dispatching``)."""
         ...
 
     async def notify(self, sid: str, event: Any) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,8 @@ from services.common.db import Pool
 from services.common.errors import DatabaseError
 from services.orchestrator.state import events
 from services.orchestrator.state.hub import SessionHub
-from services.orchestrator.state.store import SessionStore
+from services.orchestrator.state.store import SessionStore, StoredMessage
+from services.orchestrator.turn.ledger import Ledger, LedgerCall
 from tests.support.runtime import until
 
 Stream = AsyncIterator[list[bytes]]
@@ -196,9 +198,9 @@ def counted_commits(store: SessionStore, monkeypatch: pytest.MonkeyPatch) -> lis
     commits: list[int] = []
     append = store.append_events
 
-    async def counting(*columns: list[object], notify: bool = True) -> None:
+    async def counting(*columns: list[object], **options: Any) -> None:
         commits.append(len(columns[0]))
-        await append(*columns, notify=notify)  # type: ignore[arg-type]
+        await append(*columns, **options)  # type: ignore[arg-type]
 
     monkeypatch.setattr(store, "append_events", counting)
     return commits
@@ -441,3 +443,53 @@ async def test_end_stops_after_what_is_queued_and_close_stops_delivery(hub: Sess
     other.close()
     await hub.emit("a", answer("2"))
     assert other.queue.empty()
+
+
+async def _state(store: SessionStore, call_id: str) -> tuple[str, object]:
+    row = await store.pool.fetchrow(
+        "select state, arguments from orchestrator.tool_calls where call_id = $1", call_id
+    )
+    assert row is not None
+    return row["state"], row["arguments"]
+
+
+async def test_events_and_the_call_they_send_are_one_commit(
+    hub: SessionHub, store: SessionStore
+) -> None:
+    """``emit_all``: the events in order under one commit, and the call's new state and
+    validated arguments with them; a commit that fails keeps neither."""
+    ledger = Ledger(store.pool)
+    sending = [
+        events.tool_call(
+            "call-1",
+            "read_file",
+            {"path": "a.py"},
+            requires_approval=False,
+            reason=None,
+            agent="coder",
+        ),
+        events.done("awaiting_tool_result"),
+    ]
+    sent = LedgerCall("call-1", "a", "coder", "read_file", '{"path": "a.py"}', "", "proposed")
+    asked = [{"id": "call-1", "name": "read_file", "arguments": sent.arguments}]
+    await ledger.propose(StoredMessage("assistant", "", tool_calls=asked), [sent])
+    lost = hub.post("ghost", answer("no such session"))  # fails the batch it shares
+    with pytest.raises(DatabaseError):
+        await hub.emit_all(
+            "a",
+            sending,
+            [ledger.dispatching(sent, {"path": "a.py"})],
+        )
+    assert isinstance(lost.committed.exception(), DatabaseError)
+    assert await _state(store, "call-1") == ("proposed", '{"path": "a.py"}')
+    assert await logged(store, "a") == []
+    stream = aiter(await hub.subscribe("a", 0))
+    await hub.emit_all(
+        "a",
+        sending,
+        [ledger.dispatching(sent, {"path": "a.py"})],
+    )
+    assert await _state(store, "call-1") == ("dispatched", {"path": "a.py"})
+    delivered = await take(stream, 2)
+    assert [(e.seq, e.WhichOneof("event")) for e in delivered] == [(1, "tool_call"), (2, "done")]
+    assert [e.seq for e in await logged(store, "a")] == [1, 2]

@@ -112,6 +112,26 @@ group by session_id;
 insert into orchestrator.events (session_id, seq, type, event)
 select * from unnest($1::text[], $2::bigint[], $3::text[], $4::bytea[]);
 
+-- name: append_events_with_calls
+-- append_events with tool calls' state changes in the same commit ($5 sessions, $6 call ids,
+-- $7 states, $8 validated arguments, null: kept): a call is dispatched by the commit of the
+-- tool_call event that sends it, so neither is ever committed without the other. $9: notify.
+with appended as (
+    insert into orchestrator.events (session_id, seq, type, event)
+    select * from unnest($1::text[], $2::bigint[], $3::text[], $4::bytea[])
+    returning session_id, seq
+), changed as (
+    update orchestrator.tool_calls c
+    set state = u.state, arguments = coalesce(u.arguments, c.arguments), updated_at = now()
+    from unnest($5::text[], $6::text[], $7::text[], $8::jsonb[])
+        as u(session_id, call_id, state, arguments)
+    where c.call_id = u.call_id and c.session_id = u.session_id
+)
+select pg_notify('codelab_events', session_id || ' ' || max(seq))
+from appended
+where $9::bool
+group by session_id;
+
 -- name: events_after
 select seq, event from orchestrator.events
 where session_id = $1 and seq > $2

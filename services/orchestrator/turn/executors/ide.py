@@ -39,10 +39,11 @@ class IdeTools:
     async def run(
         self, call: LedgerCall, template: AgentTemplate, arguments: dict[str, Any]
     ) -> bool:
-        await self.ledger.set_state(call, "dispatched", arguments=arguments)
+        # Dispatched by the commit that sends it: never one without the other.
         await self.port.emit(
             call.session_id,
             tool_call_event(call, arguments, False, call.reason),
             events.done("awaiting_tool_result"),
+            changes=[self.ledger.dispatching(call, arguments)],
         )
         return True
