@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import AsyncIterator
+from typing import Any
 
 import asyncpg
 import pytest
@@ -107,6 +108,46 @@ async def test_a_turn_end_is_visible_and_leaves_the_connection_flushing(single: 
         " from orchestrator.sessions where session_id = 'ended'"
     )
     assert tuple(row) == ("idle", "COMPLETED", 5, 50)
+
+
+async def test_turns_that_end_together_end_in_one_statement_each_as_its_own(
+    pool: Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ends that are queued together are written by one statement; each session
+    gets its own target, sources, task end and counts, and its caller returns only once
+    its end is committed."""
+    store = SessionStore(pool)
+    sessions = ("end-1", "end-2", "end-3", "end-4")
+    for sid in sessions:
+        await store.attach(sid, "u1", "orchestrator")
+        await store.begin_turn(sid, "RESEARCHING", ["INITED"])
+    written: list[list[str]] = []
+    write = store._end_turns
+
+    async def counted(ends: list[Any]) -> None:
+        written.append([end.session_id for end in ends])
+        await write(ends)
+
+    monkeypatch.setattr(store, "_end_turns", counted)
+    await asyncio.gather(
+        store.end_turn("end-1", "COMPLETED", ["RESEARCHING"], True, (1, 10)),
+        store.end_turn("end-2", None, [], False, (2, 20)),
+        store.end_turn("end-3", "FAILED", ["RESEARCHING", "EXECUTING"], False),
+        store.end_turn("end-4", "COMPLETED", ["EXECUTING"], True, (4, 40)),  # not a source
+    )
+    assert written == [list(sessions)]  # one statement
+    rows = await pool.fetch(
+        "select session_id, turn_state, state, tool_tokens_offered, tool_tokens_all,"
+        " finished_at is not null as finished from orchestrator.sessions"
+        " where session_id = any($1::text[]) order by session_id",
+        list(sessions),
+    )
+    assert [tuple(r) for r in rows] == [
+        ("end-1", "idle", "COMPLETED", 1, 10, True),
+        ("end-2", "idle", "RESEARCHING", 2, 20, False),
+        ("end-3", "idle", "FAILED", 0, 0, False),
+        ("end-4", "idle", "RESEARCHING", 4, 40, False),
+    ]
 
 
 async def turn_state(pool: Pool, sid: str) -> str:

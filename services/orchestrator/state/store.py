@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 import asyncpg
 
 from services.common.db import Pool, db_errors
+from services.common.group_write import GroupWrite
 from services.common.sql import load_queries
 from services.orchestrator.errors import SessionNotFound
 from services.orchestrator.state import SQL_DIR
@@ -88,6 +89,16 @@ class Repeated:
     """``begin_turn`` found the message's id claimed by an earlier delivery: nothing began."""
 
     first_seq: int | None
+
+
+class _TurnEnd(NamedTuple):
+    """One session's ``end_turn`` (``sources`` comma-separated), written with others."""
+
+    session_id: str
+    move_to: str | None
+    sources: str
+    terminal: bool
+    tool_tokens: tuple[int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,6 +289,7 @@ class SessionStore:
 
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
+        self._ends: GroupWrite[_TurnEnd] = GroupWrite(lambda ends: self._end_turns(ends))
 
     async def ensure_session(
         self,
@@ -511,10 +523,23 @@ class SessionStore:
         tool_tokens: tuple[int, int] = (0, 0),
     ) -> None:
         """Mark the turn idle, moving the session to ``move_to`` when ``sources`` allow;
-        ``tool_tokens``: (offered, all) schema tokens of model calls still to be counted."""
+        ``tool_tokens``: (offered, all) schema tokens of model calls still to be counted.
+        Returns once committed, in one statement with the ends of other sessions that
+        came meanwhile (``GroupWrite``)."""
+        # The sources are session states (SessionState's values): no commas.
+        end = _TurnEnd(session_id, move_to, ",".join(sources), terminal, tool_tokens)
+        await self._ends.put(end)
+
+    async def _end_turns(self, ends: list[_TurnEnd]) -> None:
         async with db_errors("end turn", "DB_WRITE_ERROR"):
             await self.pool.execute(
-                QUERIES["end_turn"], session_id, move_to, list(sources), terminal, *tool_tokens
+                QUERIES["end_turns"],
+                [end.session_id for end in ends],
+                [end.move_to for end in ends],
+                [end.sources for end in ends],
+                [end.terminal for end in ends],
+                [end.tool_tokens[0] for end in ends],
+                [end.tool_tokens[1] for end in ends],
             )
 
     async def set_turn_state(self, session_id: str, state: str) -> None:

@@ -504,31 +504,38 @@ left join lateral (
     where $9::bool and m.session_id is not null
 ) ctx on true;
 
--- name: end_turn
--- The message is handled: the turn is idle, and the session moves to $2 when it may come
--- from its current state ($3 lists the sources; null: no move). $4: the target is terminal:
--- the task is over and its pinned template versions are let go. $5, $6: tool-schema token
+-- name: end_turns
+-- Messages are handled (one row per session: $1 sessions, the others each session's): the
+-- turn is idle, and the session moves to $2 when it may come from its current state ($3:
+-- the allowed sources, comma-separated; $2 null: no move). $4: the target is terminal: the
+-- task is over and its pinned template versions are let go. $5, $6: tool-schema token
 -- counts (offered, all) of the message's model calls that were not counted yet.
 -- Committed without waiting for the WAL flush: it follows the turn's `done`, whose commit
 -- was flushed; the next commit flushes this one. A Postgres crash in between leaves the turn
 -- `running` with `done` last in its log, which the next owner sets idle without a word.
 with no_flush as (
     select set_config('synchronous_commit', 'off', true) as setting
+), ended as (
+    select e.session_id, e.move_to, string_to_array(e.sources, ',') as sources, e.terminal,
+           e.offered, e.everything
+    from unnest($1::text[], $2::text[], $3::text[], $4::bool[], $5::int[], $6::int[])
+        as e(session_id, move_to, sources, terminal, offered, everything)
 )
 update orchestrator.sessions s
 set turn_state = 'idle',
-    tool_tokens_offered = tool_tokens_offered + $5,
-    tool_tokens_all = tool_tokens_all + $6,
-    agent_versions = case when $4::bool then '{}'::jsonb else s.agent_versions end,
-    clarifications_used = case when $4::bool then 0 else s.clarifications_used end,
-    searches_used = case when $4::bool then 0 else s.searches_used end,
-    state = case when $2::text is not null and s.state = any($3::text[]) then $2 else s.state end,
-    finished_at = case when $2::text is null or not (s.state = any($3::text[])) then s.finished_at
-                       when not $4::bool then null
-                       when s.state = $2 then s.finished_at
+    tool_tokens_offered = s.tool_tokens_offered + e.offered,
+    tool_tokens_all = s.tool_tokens_all + e.everything,
+    agent_versions = case when e.terminal then '{}'::jsonb else s.agent_versions end,
+    clarifications_used = case when e.terminal then 0 else s.clarifications_used end,
+    searches_used = case when e.terminal then 0 else s.searches_used end,
+    state = case when e.move_to is not null and s.state = any(e.sources) then e.move_to
+                 else s.state end,
+    finished_at = case when e.move_to is null or not (s.state = any(e.sources)) then s.finished_at
+                       when not e.terminal then null
+                       when s.state = e.move_to then s.finished_at
                        else now() end
-from no_flush
-where s.session_id = $1;
+from no_flush, ended e
+where s.session_id = e.session_id;
 
 -- name: reviewed_patches
 -- The patches the person kept in this session's patch reviews, newest first.
