@@ -122,13 +122,13 @@ async def test_turns_that_end_together_end_in_one_statement_each_as_its_own(
         await store.attach(sid, "u1", "orchestrator")
         await store.begin_turn(sid, "RESEARCHING", ["INITED"])
     written: list[list[str]] = []
-    write = store._end_turns
+    write = store.grouped.write_ends
 
     async def counted(ends: list[Any]) -> None:
         written.append([end.session_id for end in ends])
         await write(ends)
 
-    monkeypatch.setattr(store, "_end_turns", counted)
+    monkeypatch.setattr(store.grouped, "write_ends", counted)
     await asyncio.gather(
         store.end_turn("end-1", "COMPLETED", ["RESEARCHING"], True, (1, 10)),
         store.end_turn("end-2", None, [], False, (2, 20)),
@@ -256,6 +256,43 @@ async def test_a_turns_switch_pin_and_counts_are_one_write_of_the_row(pool: Pool
     await store.write_changes("rows", RowChanges(switch=back), flush=False)
     assert (await session_row(pool, "rows"))[:2] == ("orchestrator", 2)
     assert await switches(pool, "rows") == [tuple(switch), tuple(back)]
+
+
+async def test_row_changes_that_come_together_are_written_together_each_in_order(
+    pool: Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Changes of several sessions queued together share a statement; a session's second
+    change goes in a statement after its first (one row per session each), so both hold."""
+    store = SessionStore(pool)
+    for sid in ("rows-a", "rows-b"):
+        await store.attach(sid, "u1", "orchestrator")
+    statements: list[list[str]] = []
+    execute = store.grouped.write_rows
+
+    async def counted(writes: list[Any]) -> None:
+        statements.append([w.session_id for w in writes])
+        await execute(writes)
+
+    monkeypatch.setattr(store.grouped, "write_rows", counted)
+    to_coder = SwitchRow("orchestrator", "coder", "asked", None, "explicit")
+    back = SwitchRow("coder", "orchestrator", "task completed", "high", "completion")
+    await asyncio.gather(
+        store.write_changes("rows-a", RowChanges(to_coder, ("coder", 3), (10, 100)), flush=False),
+        store.write_changes("rows-b", RowChanges(pin=("ask", 2)), flush=True),
+        store.write_changes("rows-a", RowChanges(back, None, (5, 50)), flush=False),
+    )
+    assert statements == [["rows-a", "rows-b", "rows-a"]]  # one batch: two rounds
+    assert await session_row(pool, "rows-a") == (
+        "orchestrator",
+        2,
+        True,
+        {"coder": 3},
+        15,
+        150,
+    )
+    assert await switches(pool, "rows-a") == [tuple(to_coder), tuple(back)]
+    assert (await session_row(pool, "rows-b"))[:4] == ("orchestrator", 0, False, {"ask": 2})
+    assert await switches(pool, "rows-b") == []
 
 
 async def test_row_changes_leave_the_connection_flushing(single: Pool) -> None:

@@ -11,10 +11,10 @@ from typing import Any, NamedTuple
 import asyncpg
 
 from services.common.db import Pool, db_errors
-from services.common.group_write import GroupWrite
 from services.common.sql import load_queries
 from services.orchestrator.errors import SessionNotFound
 from services.orchestrator.state import SQL_DIR
+from services.orchestrator.state.grouped_rows import GroupedRows
 from services.orchestrator.turn.tokens import message_tokens, text_tokens
 
 QUERIES = load_queries(SQL_DIR / "queries.sql")
@@ -89,16 +89,6 @@ class Repeated:
     """``begin_turn`` found the message's id claimed by an earlier delivery: nothing began."""
 
     first_seq: int | None
-
-
-class _TurnEnd(NamedTuple):
-    """One session's ``end_turn`` (``sources`` comma-separated), written with others."""
-
-    session_id: str
-    move_to: str | None
-    sources: str
-    terminal: bool
-    tool_tokens: tuple[int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,7 +279,7 @@ class SessionStore:
 
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
-        self._ends: GroupWrite[_TurnEnd] = GroupWrite(lambda ends: self._end_turns(ends))
+        self.grouped = GroupedRows(pool, QUERIES["end_turns"], QUERIES["session_changes"])
 
     async def ensure_session(
         self,
@@ -524,23 +514,8 @@ class SessionStore:
     ) -> None:
         """Mark the turn idle, moving the session to ``move_to`` when ``sources`` allow;
         ``tool_tokens``: (offered, all) schema tokens of model calls still to be counted.
-        Returns once committed, in one statement with the ends of other sessions that
-        came meanwhile (``GroupWrite``)."""
-        # The sources are session states (SessionState's values): no commas.
-        end = _TurnEnd(session_id, move_to, ",".join(sources), terminal, tool_tokens)
-        await self._ends.put(end)
-
-    async def _end_turns(self, ends: list[_TurnEnd]) -> None:
-        async with db_errors("end turn", "DB_WRITE_ERROR"):
-            await self.pool.execute(
-                QUERIES["end_turns"],
-                [end.session_id for end in ends],
-                [end.move_to for end in ends],
-                [end.sources for end in ends],
-                [end.terminal for end in ends],
-                [end.tool_tokens[0] for end in ends],
-                [end.tool_tokens[1] for end in ends],
-            )
+        Returns once committed (with other sessions' ends: ``GroupedRows``)."""
+        await self.grouped.end_turn(session_id, move_to, sources, terminal, tool_tokens)
 
     async def set_turn_state(self, session_id: str, state: str) -> None:
         async with db_errors("save turn state", "DB_WRITE_ERROR"):
@@ -593,20 +568,19 @@ class SessionStore:
         return [r["session_id"] for r in rows]
 
     async def write_changes(self, session_id: str, changes: RowChanges, *, flush: bool) -> None:
-        """Write ``changes`` to the session's row in one statement (nothing when empty);
-        ``flush`` False: only when an event of the same turn commits after it."""
+        """Write ``changes`` to the session's row in one statement (nothing when empty),
+        with other sessions' changes (``GroupedRows``); ``flush`` False: only when an event
+        of the same turn commits after it."""
         if not changes:
             return
         switch, pin, counts = changes.switch, changes.pin, changes.tool_tokens
-        async with db_errors("save session", "DB_WRITE_ERROR"):
-            await self.pool.execute(
-                QUERIES["session_changes"],
-                session_id,
-                *(switch if switch is not None else (None,) * 5),
-                *(pin if pin is not None else (None, None)),
-                *(counts if counts is not None else (0, 0)),
-                flush,
-            )
+        await self.grouped.write(
+            session_id,
+            switch if switch is not None else (None,) * 5,
+            pin if pin is not None else (None, None),
+            counts if counts is not None else (0, 0),
+            flush,
+        )
 
     async def set_context_metadata(self, session_id: str, metadata: Mapping[str, Any]) -> None:
         """Merge ``metadata`` into the session's context metadata (seed 000)."""

@@ -156,28 +156,39 @@ where active
 order by name, version desc;
 
 -- name: session_changes
--- A session row's changes in one statement, each optional: an agent switch and its record
--- ($3 null: none), a template version pin ($7 null: none), a model call's tool-schema
--- token counts ($9, $10; zero: none). $11 false: committed without waiting for the WAL
--- flush, when an event of the same turn commits after it and flushes it (see begin_turn).
+-- Session rows' changes in one statement, one row per session ($1 sessions; each session
+-- once), each change optional: an agent switch and its record ($2-$6: from, to, reason,
+-- confidence, method; to null: none), a template version pin ($7 agent, $8 version; null:
+-- none), a model call's tool-schema token counts ($9, $10; zero: none). $11 false:
+-- committed without waiting for the WAL flush, when an event of the same turn commits after
+-- it and flushes it (see begin_turn).
 with no_flush as (
     select set_config('synchronous_commit', case when $11::bool then 'on' else 'off' end, true)
         as setting
+), c as (
+    select *
+    from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                $7::text[], $8::int[], $9::int[], $10::int[])
+        as c(session_id, from_agent, to_agent, reason, confidence, method, pin_agent,
+             pin_version, offered, everything)
 ), s as (
-    update orchestrator.sessions
-    set current_agent = coalesce($3::text, current_agent),
-        switch_count = switch_count + ($3::text is not null)::int,
-        last_switch_at = case when $3::text is null then last_switch_at else now() end,
+    update orchestrator.sessions x
+    set current_agent = coalesce(c.to_agent, x.current_agent),
+        switch_count = x.switch_count + (c.to_agent is not null)::int,
+        last_switch_at = case when c.to_agent is null then x.last_switch_at else now() end,
         agent_versions = case
-            when $7::text is null then agent_versions
-            else agent_versions || jsonb_build_object($7::text, $8::int)
+            when c.pin_agent is null then x.agent_versions
+            else x.agent_versions || jsonb_build_object(c.pin_agent, c.pin_version)
         end,
-        tool_tokens_offered = tool_tokens_offered + $9,
-        tool_tokens_all = tool_tokens_all + $10
-    where session_id = $1 and (select setting from no_flush) is not null
+        tool_tokens_offered = x.tool_tokens_offered + c.offered,
+        tool_tokens_all = x.tool_tokens_all + c.everything
+    from c
+    where x.session_id = c.session_id and (select setting from no_flush) is not null
 )
 insert into orchestrator.agent_switches (session_id, from_agent, to_agent, reason, confidence, method)
-select $1, $2, $3, $4, $5, $6 from no_flush where $3::text is not null;
+select c.session_id, c.from_agent, c.to_agent, c.reason, c.confidence, c.method
+from c, no_flush
+where c.to_agent is not null;
 
 -- name: session_agent
 select current_agent, switch_count, last_switch_at

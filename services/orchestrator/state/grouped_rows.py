@@ -1,0 +1,104 @@
+"""Session row writes that many sessions make at once, group-committed (``GroupWrite``).
+
+A turn's end and a session row's changes (an agent switch, a version pin, tool-schema
+token counts) are one small statement each per session; at a thousand live sessions they
+come by the hundred a second. Each caller still waits for its own commit, as with a
+statement of its own, but the rows that come while one statement is in flight share the
+next: a busy process makes one statement for many sessions, an idle one the statement it
+always made.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from services.common.db import Pool, db_errors
+from services.common.group_write import GroupWrite
+
+
+class TurnEnd(NamedTuple):
+    """One session's turn end (``sources`` comma-separated: session states have no commas)."""
+
+    session_id: str
+    move_to: str | None
+    sources: str
+    terminal: bool
+    tool_tokens: tuple[int, int]
+
+
+class RowWrite(NamedTuple):
+    """One session's row changes: ``switch`` (from, to, reason, confidence, method),
+    ``pin`` (agent, version), ``counts`` (offered, all), all None (0) for none."""
+
+    session_id: str
+    switch: tuple[str | None, ...]
+    pin: tuple[str | None, int | None]
+    counts: tuple[int, int]
+    flush: bool
+
+
+class GroupedRows:
+    """The two grouped writes of the session rows (their SQL: ``end_turns`` and
+    ``session_changes`` in queries.sql)."""
+
+    def __init__(self, pool: Pool, end_turns: str, session_changes: str) -> None:
+        self.pool = pool
+        self._end_sql = end_turns
+        self._changes_sql = session_changes
+        self._ends: GroupWrite[TurnEnd] = GroupWrite(lambda ends: self.write_ends(ends))
+        self._rows: GroupWrite[RowWrite] = GroupWrite(lambda rows: self.write_rows(rows))
+
+    async def end_turn(
+        self,
+        session_id: str,
+        move_to: str | None,
+        sources: Sequence[str],
+        terminal: bool,
+        tool_tokens: tuple[int, int],
+    ) -> None:
+        await self._ends.put(TurnEnd(session_id, move_to, ",".join(sources), terminal, tool_tokens))
+
+    async def write(
+        self,
+        session_id: str,
+        switch: tuple[str | None, ...],
+        pin: tuple[str | None, int | None],
+        counts: tuple[int, int],
+        flush: bool,
+    ) -> None:
+        await self._rows.put(RowWrite(session_id, switch, pin, counts, flush))
+
+    async def write_ends(self, ends: list[TurnEnd]) -> None:
+        """One statement (a session ends one turn at a time: it is in a batch once)."""
+        async with db_errors("end turn", "DB_WRITE_ERROR"):
+            await self.pool.execute(
+                self._end_sql,
+                [end.session_id for end in ends],
+                [end.move_to for end in ends],
+                [end.sources for end in ends],
+                [end.terminal for end in ends],
+                [end.tool_tokens[0] for end in ends],
+                [end.tool_tokens[1] for end in ends],
+            )
+
+    async def write_rows(self, writes: list[RowWrite]) -> None:
+        """One statement per round: a session's second change in the batch goes in the next
+        round's, after its first (an UPDATE ... FROM applies one row per session)."""
+        rounds: list[list[RowWrite]] = []
+        seen: Counter[str] = Counter()
+        for write in writes:
+            turn = seen[write.session_id]
+            seen[write.session_id] += 1
+            if turn == len(rounds):
+                rounds.append([])
+            rounds[turn].append(write)
+        async with db_errors("save session", "DB_WRITE_ERROR"):
+            for batch in rounds:
+                columns = [[w.session_id for w in batch]]
+                columns += [list(c) for c in zip(*(w.switch for w in batch), strict=True)]
+                columns += [list(c) for c in zip(*(w.pin for w in batch), strict=True)]
+                columns += [list(c) for c in zip(*(w.counts for w in batch), strict=True)]
+                flush = any(w.flush for w in batch)
+                await self.pool.execute(self._changes_sql, *columns, flush)
