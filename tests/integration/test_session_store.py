@@ -295,6 +295,48 @@ async def test_row_changes_that_come_together_are_written_together_each_in_order
     assert await switches(pool, "rows-b") == []
 
 
+async def test_messages_that_come_together_are_one_statement_in_their_order(
+    pool: Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Messages of several sessions queued together are stored by one statement; a
+    session's keep their order, each keeps its tool calls and counts, and a claim one
+    carries out is started by the same commit."""
+    store = SessionStore(pool)
+    for sid in ("msg-a", "msg-b"):
+        await store.attach(sid, "u1", "coder")
+    claimed = await store.begin_turn("msg-b", None, [], Unclaimed("m-9", "user_message", False))
+    assert isinstance(claimed, TurnStart)
+    statements: list[int] = []
+    write = store.grouped.write_messages
+
+    async def counted(messages: list[Any]) -> None:
+        statements.append(len(messages))
+        await write(messages)
+
+    monkeypatch.setattr(store.grouped, "write_messages", counted)
+    asked = [{"id": "call-1", "name": "read_file", "arguments": '{"path": "a.py"}'}]
+    await asyncio.gather(
+        store.add_message("msg-a", StoredMessage("user", "first")),
+        store.add_message("msg-b", StoredMessage("user", "hello"), applies=("m-9", 7)),
+        store.add_message("msg-a", StoredMessage("assistant", "", tool_calls=asked), flush=False),
+        store.add_message("msg-a", StoredMessage("tool", "x = 1", tool_call_id="call-1")),
+    )
+    assert statements == [4]
+    history = await store.history("msg-a")
+    assert [(m.role, m.content, m.tool_calls) for m in history] == [
+        ("user", "first", None),
+        ("assistant", "", asked),
+        ("tool", "x = 1", None),
+    ]
+    assert history[2].tool_call_id == "call-1" and history[0].tokens > 0
+    assert [m.content for m in await store.history("msg-b")] == ["hello"]
+    claim = await pool.fetchrow(
+        "select started, first_seq from orchestrator.client_messages"
+        " where session_id = 'msg-b' and client_message_id = 'm-9'"
+    )
+    assert tuple(claim) == (True, 7)
+
+
 async def test_row_changes_leave_the_connection_flushing(single: Pool) -> None:
     store = SessionStore(single)
     await store.attach("unflushed", "u1", "orchestrator")

@@ -1,8 +1,8 @@
-"""Session row writes that many sessions make at once, group-committed (``GroupWrite``).
+"""Writes that many sessions make at once, group-committed (``GroupWrite``).
 
-A turn's end and a session row's changes (an agent switch, a version pin, tool-schema
-token counts) are one small statement each per session; at a thousand live sessions they
-come by the hundred a second. Each caller still waits for its own commit, as with a
+A turn's end, a session row's changes (an agent switch, a version pin, tool-schema token
+counts) and a stored message are one small statement each per session; at a thousand live
+sessions they come by the hundred a second. Each caller still waits for its own commit, as with a
 statement of its own, but the rows that come while one statement is in flight share the
 next: a busy process makes one statement for many sessions, an idle one the statement it
 always made.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from services.common.db import Pool, db_errors
 from services.common.group_write import GroupWrite
@@ -39,16 +39,35 @@ class RowWrite(NamedTuple):
     flush: bool
 
 
-class GroupedRows:
-    """The two grouped writes of the session rows (their SQL: ``end_turns`` and
-    ``session_changes`` in queries.sql)."""
+MessageRow = tuple[Any, ...]
+"""A message's columns, in ``add_messages``' order: session, role, content, name, tool
+calls, tool call id, tokens, reasoning, reasoning tokens, applied claim, its first seq."""
 
-    def __init__(self, pool: Pool, end_turns: str, session_changes: str) -> None:
+
+class GroupedRows:
+    """The grouped writes (their SQL: ``end_turns``, ``session_changes`` and
+    ``add_messages`` in queries.sql)."""
+
+    def __init__(self, pool: Pool, end_turns: str, session_changes: str, add_messages: str) -> None:
         self.pool = pool
         self._end_sql = end_turns
         self._changes_sql = session_changes
+        self._add_sql = add_messages
         self._ends: GroupWrite[TurnEnd] = GroupWrite(lambda ends: self.write_ends(ends))
         self._rows: GroupWrite[RowWrite] = GroupWrite(lambda rows: self.write_rows(rows))
+        self._messages: GroupWrite[tuple[MessageRow, bool]] = GroupWrite(
+            lambda messages: self.write_messages(messages)
+        )
+
+    async def add_message(self, row: MessageRow, flush: bool) -> None:
+        await self._messages.put((row, flush))
+
+    async def write_messages(self, messages: list[tuple[MessageRow, bool]]) -> None:
+        """One statement, the messages in the order they came."""
+        columns = [list(column) for column in zip(*(row for row, _ in messages), strict=True)]
+        flush = any(flush for _, flush in messages)
+        async with db_errors("save message", "DB_WRITE_ERROR"):
+            await self.pool.execute(self._add_sql, *columns, flush)
 
     async def end_turn(
         self,

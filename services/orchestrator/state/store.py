@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -279,7 +280,9 @@ class SessionStore:
 
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
-        self.grouped = GroupedRows(pool, QUERIES["end_turns"], QUERIES["session_changes"])
+        self.grouped = GroupedRows(
+            pool, QUERIES["end_turns"], QUERIES["session_changes"], QUERIES["add_messages"]
+        )
 
     async def ensure_session(
         self,
@@ -337,24 +340,25 @@ class SessionStore:
         """Store ``message`` with its token counts (counted here, once); ``flush`` False:
         only when an event of the same turn will commit after it (that commit flushes the
         WAL, this one too). ``applies``: (client message id, first seq) of the claim this
-        message carries out, marked started in the same commit."""
+        message carries out, marked started in the same commit. Written with other
+        sessions' messages that came meanwhile (``GroupedRows``)."""
         cid, first_seq = applies if applies is not None else (None, None)
-        async with db_errors("save message", "DB_WRITE_ERROR"):
-            await self.pool.fetchrow(
-                QUERIES["add_message"],
+        await self.grouped.add_message(
+            (
                 session_id,
                 message.role,
                 message.content,
                 message.name,
-                message.tool_calls,
+                None if message.tool_calls is None else json.dumps(message.tool_calls),
                 message.tool_call_id,
                 message.token_count,
                 message.reasoning,
-                flush,
+                message.reasoning_count,
                 cid,
                 first_seq,
-                message.reasoning_count,
-            )
+            ),
+            flush,
+        )
 
     async def history(self, session_id: str) -> list[StoredMessage]:
         """Every message of the session, in order (summaries are not messages)."""

@@ -47,26 +47,43 @@ where s.deleted_at is null and ($1 = '' or s.user_id = $1)
 order by s.last_activity desc
 limit $2;
 
--- name: add_message
--- $9 false: commit without waiting for the WAL flush (a user message that starts a turn: the
--- turn's first event commits after it and flushes it; see begin_turn). $10, $11: the client
--- message id this message applies and the seq its events start at, marked started in the
--- same transaction (a claim is started exactly when its message is stored).
-with started as (
-    update orchestrator.client_messages set started = true, first_seq = $11
-    where session_id = $1 and client_message_id = $10
+-- name: add_messages
+-- Messages of any sessions in one statement, in the given order (a session's messages keep
+-- theirs): $1-$9 each message's columns ($5, the tool calls, as JSON text: an array of
+-- arrays would be one two-dimensional array); $10, $11: the client message id it applies (null:
+-- none) and the seq its events start at, marked started in the same transaction (a claim
+-- is started exactly when its message is stored). $12 false: commit without waiting for
+-- the WAL flush (an event of each message's turn commits after it and flushes it; see
+-- begin_turn).
+with given as (
+    select *
+    from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                $7::int[], $8::text[], $9::int[], $10::text[], $11::bigint[])
+        with ordinality
+        as m(session_id, role, content, name, tool_calls, tool_call_id, tokens, reasoning,
+             reasoning_tokens, applies, first_seq, n)
+), started as (
+    update orchestrator.client_messages c set started = true, first_seq = m.first_seq
+    from given m
+    where m.applies is not null and c.session_id = m.session_id
+      and c.client_message_id = m.applies
 ), flushing as (
-    select set_config('synchronous_commit', case when $9::bool then 'on' else 'off' end, true)
+    select set_config('synchronous_commit', case when $12::bool then 'on' else 'off' end, true)
 ), inserted as (
     insert into orchestrator.messages
         (session_id, role, content, name, tool_calls, tool_call_id, tokens, reasoning,
          reasoning_tokens)
-    values ($1, $2, $3, $4, $5, $6, $7, $8, $12)
-    returning id, created_at
+    select session_id, role, content, name, tool_calls::jsonb, tool_call_id, tokens, reasoning,
+           reasoning_tokens
+    from given
+    order by n
+    returning 1
 ), touched as (
-    update orchestrator.sessions set last_activity = now() where session_id = $1
+    update orchestrator.sessions s set last_activity = now()
+    from (select distinct session_id from given) m
+    where s.session_id = m.session_id
 )
-select id, created_at from inserted, flushing;
+select count(*) from inserted, flushing;
 
 -- name: history
 select id, role, content, name, tool_calls, tool_call_id, created_at, tokens, reasoning,
