@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 import asyncpg
 
@@ -16,6 +16,7 @@ from services.common.errors import DatabaseError
 log = logging.getLogger(__name__)
 
 Pool: TypeAlias = asyncpg.Pool
+T = TypeVar("T")
 # Keyed by id(): Pool has __slots__ without weakref support; a process has a few pools.
 _DSNS: dict[int, str] = {}
 
@@ -85,6 +86,22 @@ async def create_pool(
 
 
 DB_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
+DEADLOCK_ATTEMPTS = 3
+
+
+async def unless_deadlocked(run: Callable[[], Awaitable[T]]) -> T:
+    """``run`` (one statement, its own transaction), again when Postgres rolled it back
+    whole as a deadlock's victim, up to ``DEADLOCK_ATTEMPTS`` times. For statements that
+    update many sessions' rows at once (the grouped writes, the instance mirror): each takes
+    its rows in session order, but two plans may still meet in opposite orders."""
+    for attempt in range(1, DEADLOCK_ATTEMPTS + 1):
+        try:
+            return await run()
+        except asyncpg.DeadlockDetectedError:
+            if attempt == DEADLOCK_ATTEMPTS:
+                raise
+            log.info("deadlock victim, written again", extra={"fields": {"attempt": attempt}})
+    raise AssertionError("unreachable")
 
 
 @asynccontextmanager

@@ -511,3 +511,53 @@ async def test_a_tool_results_turn_start_reads_the_call_it_answers(pool: Pool) -
         assert (found is None) == (call_id == "call-unknown")
     start = await store.begin_turn("parent", None, [])
     assert isinstance(start, TurnStart) and (start.call_id, start.call) == (None, None)
+
+
+async def test_a_grouped_write_chosen_as_a_deadlocks_victim_is_written_again(
+    pool: Pool, database_url: str
+) -> None:
+    """Another transaction holds one session's row and then wants another that the turn
+    ends took first: Postgres rolls one back; the turn ends are written all the same."""
+    store = SessionStore(pool)
+    for sid in ("lock-a", "lock-b"):
+        await store.attach(sid, "u1", "orchestrator")
+        await store.begin_turn(sid, None, [])
+    other = await asyncpg.connect(database_url)
+    try:
+        holding = other.transaction()
+        await holding.start()
+        touch = "update orchestrator.sessions set title = 'held' where session_id = $1"
+        await other.execute(touch, "lock-b")  # the ends take lock-a first, then wait here
+        ending = asyncio.gather(
+            store.end_turn("lock-a", None, [], False, (1, 1)),
+            store.end_turn("lock-b", None, [], False, (2, 2)),
+        )
+        await waits_for_a_lock(pool, "Messages are handled")
+        try:
+            await other.execute(touch, "lock-a")  # a cycle: one of the two is rolled back
+        except asyncpg.DeadlockDetectedError:
+            await holding.rollback()
+        else:
+            await holding.commit()
+        await asyncio.wait_for(ending, 10)
+    finally:
+        await other.close()
+    rows = await pool.fetch(
+        "select session_id, turn_state, tool_tokens_offered from orchestrator.sessions"
+        " where session_id like 'lock-%' order by session_id"
+    )
+    assert [tuple(r) for r in rows] == [("lock-a", "idle", 1), ("lock-b", "idle", 2)]
+
+
+async def waits_for_a_lock(pool: Pool, statement: str) -> None:
+    """Until a backend running ``statement`` (a piece of its text) waits for a row lock."""
+    for _ in range(250):
+        waiting = await pool.fetchval(
+            "select count(*) from pg_stat_activity"
+            " where wait_event_type = 'Lock' and position($1 in query) > 0",
+            statement,
+        )
+        if waiting:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"no statement with {statement!r} waited for a lock")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.common.db import Pool, db_errors
+from services.common.db import Pool, db_errors, unless_deadlocked
 from services.common.sql import load_queries
 from services.common.write_behind import WriteBehind
 from services.orchestrator.agents.agent_instance import AgentInstance, InstanceState
@@ -79,19 +79,22 @@ class InstanceRows:
                 change.failures + (before.failures if before else 0),
                 change.leased or bool(before and before.leased),
             )
-        values = list(rows.values())
+        values = sorted(rows.values(), key=lambda row: row.session_id or "")
+        taken = sorted(leases.items())  # sessions' rows taken in session order
         async with db_errors("save instance states", "DB_WRITE_ERROR"):
-            await self.pool.execute(
-                QUERIES["write_instances"],
-                [r.instance_id for r in values],
-                [r.template_name for r in values],
-                [r.template_version for r in values],
-                [r.state.value for r in values],
-                [r.session_id for r in values],
-                [r.failures for r in values],
-                [r.leased for r in values],
-                self.node,
-                list(leases),
-                [instance for instance, _ in leases.values()],
-                [version for _, version in leases.values()],
+            await unless_deadlocked(
+                lambda: self.pool.execute(
+                    QUERIES["write_instances"],
+                    [r.instance_id for r in values],
+                    [r.template_name for r in values],
+                    [r.template_version for r in values],
+                    [r.state.value for r in values],
+                    [r.session_id for r in values],
+                    [r.failures for r in values],
+                    [r.leased for r in values],
+                    self.node,
+                    [session for session, _ in taken],
+                    [instance for _, (instance, _) in taken],
+                    [version for _, (_, version) in taken],
+                )
             )

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from services.common.db import Pool, db_errors
+from services.common.db import Pool, db_errors, unless_deadlocked
 from services.common.group_write import GroupWrite
 
 
@@ -64,10 +64,13 @@ class GroupedRows:
 
     async def write_messages(self, messages: list[tuple[MessageRow, bool]]) -> None:
         """One statement, the messages in the order they came."""
-        columns = [list(column) for column in zip(*(row for row, _ in messages), strict=True)]
+        # In session order (a session's own in the order they came: a stable sort), as the
+        # sessions' rows are taken.
+        ordered = sorted((row for row, _ in messages), key=lambda row: str(row[0]))
+        columns = [list(column) for column in zip(*ordered, strict=True)]
         flush = any(flush for _, flush in messages)
         async with db_errors("save message", "DB_WRITE_ERROR"):
-            await self.pool.execute(self._add_sql, *columns, flush)
+            await unless_deadlocked(lambda: self.pool.execute(self._add_sql, *columns, flush))
 
     async def end_turn(
         self,
@@ -91,15 +94,12 @@ class GroupedRows:
 
     async def write_ends(self, ends: list[TurnEnd]) -> None:
         """One statement (a session ends one turn at a time: it is in a batch once)."""
+        ends = sorted(ends, key=lambda end: end.session_id)  # rows locked in session order
+        columns = [list(column) for column in zip(*ends, strict=True)]
+        offered, everything = (list(counts) for counts in zip(*columns.pop(), strict=True))
         async with db_errors("end turn", "DB_WRITE_ERROR"):
-            await self.pool.execute(
-                self._end_sql,
-                [end.session_id for end in ends],
-                [end.move_to for end in ends],
-                [end.sources for end in ends],
-                [end.terminal for end in ends],
-                [end.tool_tokens[0] for end in ends],
-                [end.tool_tokens[1] for end in ends],
+            await unless_deadlocked(
+                lambda: self.pool.execute(self._end_sql, *columns, offered, everything)
             )
 
     async def write_rows(self, writes: list[RowWrite]) -> None:
@@ -115,9 +115,12 @@ class GroupedRows:
             rounds[turn].append(write)
         async with db_errors("save session", "DB_WRITE_ERROR"):
             for batch in rounds:
+                batch.sort(key=lambda write: write.session_id)  # rows taken in session order
                 columns = [[w.session_id for w in batch]]
                 columns += [list(c) for c in zip(*(w.switch for w in batch), strict=True)]
                 columns += [list(c) for c in zip(*(w.pin for w in batch), strict=True)]
                 columns += [list(c) for c in zip(*(w.counts for w in batch), strict=True)]
                 flush = any(w.flush for w in batch)
-                await self.pool.execute(self._changes_sql, *columns, flush)
+                await unless_deadlocked(
+                    lambda: self.pool.execute(self._changes_sql, *columns, flush)  # noqa: B023
+                )
