@@ -121,14 +121,7 @@ async def test_turns_that_end_together_end_in_one_statement_each_as_its_own(
     for sid in sessions:
         await store.attach(sid, "u1", "orchestrator")
         await store.begin_turn(sid, "RESEARCHING", ["INITED"])
-    written: list[list[str]] = []
-    write = store.grouped.write_ends
-
-    async def counted(ends: list[Any]) -> None:
-        written.append([end.session_id for end in ends])
-        await write(ends)
-
-    monkeypatch.setattr(store.grouped, "write_ends", counted)
+    written = statements_of(store, "write_ends", monkeypatch)
     await asyncio.gather(
         store.end_turn("end-1", "COMPLETED", ["RESEARCHING"], True, (1, 10)),
         store.end_turn("end-2", None, [], False, (2, 20)),
@@ -266,14 +259,7 @@ async def test_row_changes_that_come_together_are_written_together_each_in_order
     store = SessionStore(pool)
     for sid in ("rows-a", "rows-b"):
         await store.attach(sid, "u1", "orchestrator")
-    statements: list[list[str]] = []
-    execute = store.grouped.write_rows
-
-    async def counted(writes: list[Any]) -> None:
-        statements.append([w.session_id for w in writes])
-        await execute(writes)
-
-    monkeypatch.setattr(store.grouped, "write_rows", counted)
+    statements = statements_of(store, "write_rows", monkeypatch)
     to_coder = SwitchRow("orchestrator", "coder", "asked", None, "explicit")
     back = SwitchRow("coder", "orchestrator", "task completed", "high", "completion")
     await asyncio.gather(
@@ -561,3 +547,18 @@ async def waits_for_a_lock(pool: Pool, statement: str) -> None:
             return
         await asyncio.sleep(0.02)
     raise AssertionError(f"no statement with {statement!r} waited for a lock")
+
+
+def statements_of(
+    store: SessionStore, write: str, monkeypatch: pytest.MonkeyPatch
+) -> list[list[str]]:
+    """The sessions of each batch the store's grouped ``write`` gets from now on."""
+    batches: list[list[str]] = []
+    original = getattr(store.grouped, write)
+
+    async def counted(rows: list[Any]) -> None:
+        batches.append([row.session_id for row in rows])
+        await original(rows)
+
+    monkeypatch.setattr(store.grouped, write, counted)
+    return batches

@@ -11,7 +11,6 @@ always made.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from services.common.db import Pool, db_errors, unless_deadlocked
@@ -72,15 +71,8 @@ class GroupedRows:
         async with db_errors("save message", "DB_WRITE_ERROR"):
             await unless_deadlocked(lambda: self.pool.execute(self._add_sql, *columns, flush))
 
-    async def end_turn(
-        self,
-        session_id: str,
-        move_to: str | None,
-        sources: Sequence[str],
-        terminal: bool,
-        tool_tokens: tuple[int, int],
-    ) -> None:
-        await self._ends.put(TurnEnd(session_id, move_to, ",".join(sources), terminal, tool_tokens))
+    async def end_turn(self, end: TurnEnd) -> None:
+        await self._ends.put(end)
 
     async def write(
         self,

@@ -15,7 +15,7 @@ from services.common.db import Pool, db_errors
 from services.common.sql import load_queries
 from services.orchestrator.errors import SessionNotFound
 from services.orchestrator.state import SQL_DIR
-from services.orchestrator.state.grouped_rows import GroupedRows
+from services.orchestrator.state.grouped_rows import GroupedRows, TurnEnd
 from services.orchestrator.turn.tokens import message_tokens, text_tokens
 
 QUERIES = load_queries(SQL_DIR / "queries.sql")
@@ -519,7 +519,9 @@ class SessionStore:
         """Mark the turn idle, moving the session to ``move_to`` when ``sources`` allow;
         ``tool_tokens``: (offered, all) schema tokens of model calls still to be counted.
         Returns once committed (with other sessions' ends: ``GroupedRows``)."""
-        await self.grouped.end_turn(session_id, move_to, sources, terminal, tool_tokens)
+        # Session states (SessionState's values) have no commas.
+        end = TurnEnd(session_id, move_to, ",".join(sources), terminal, tool_tokens)
+        await self.grouped.end_turn(end)
 
     async def set_turn_state(self, session_id: str, state: str) -> None:
         async with db_errors("save turn state", "DB_WRITE_ERROR"):
