@@ -42,10 +42,11 @@ class GroupWrite(Generic[T]):
                     await self._write([row for row, _ in batch])
                 except Exception as error:
                     _settle(batch, error)
+                except BaseException:
+                    _settle(batch, asyncio.CancelledError())  # the writer itself stopped
+                    raise
                 else:
                     _settle(batch, None)
-                finally:
-                    _settle(batch, asyncio.CancelledError())  # the writer itself stopped
         finally:
             queued, self._queued = self._queued, []
             _settle(queued, asyncio.CancelledError())

@@ -79,7 +79,7 @@ class InstanceRows:
                 change.failures + (before.failures if before else 0),
                 change.leased or bool(before and before.leased),
             )
-        values = sorted(rows.values(), key=lambda row: row.session_id or "")
+        values = list(rows.values())
         taken = sorted(leases.items())  # sessions' rows taken in session order
         async with db_errors("save instance states", "DB_WRITE_ERROR"):
             await unless_deadlocked(

@@ -2,10 +2,10 @@
 
 A turn's end, a session row's changes (an agent switch, a version pin, tool-schema token
 counts) and a stored message are one small statement each per session; at a thousand live
-sessions they come by the hundred a second. Each caller still waits for its own commit, as with a
-statement of its own, but the rows that come while one statement is in flight share the
-next: a busy process makes one statement for many sessions, an idle one the statement it
-always made.
+sessions they come by the hundred a second. Each caller still waits for its own commit, as
+with a statement of its own, but the rows that come while one statement is in flight share
+the next: a busy process makes one statement for many sessions, an idle one the statement
+it always made. Each statement takes the sessions' rows in session order.
 """
 
 from __future__ import annotations
@@ -62,9 +62,8 @@ class GroupedRows:
         await self._messages.put((row, flush))
 
     async def write_messages(self, messages: list[tuple[MessageRow, bool]]) -> None:
-        """One statement, the messages in the order they came."""
-        # In session order (a session's own in the order they came: a stable sort), as the
-        # sessions' rows are taken.
+        """One statement, in session order; a session's own messages in the order they came
+        (a stable sort)."""
         ordered = sorted((row for row, _ in messages), key=lambda row: str(row[0]))
         columns = [list(column) for column in zip(*ordered, strict=True)]
         flush = any(flush for _, flush in messages)
@@ -74,15 +73,8 @@ class GroupedRows:
     async def end_turn(self, end: TurnEnd) -> None:
         await self._ends.put(end)
 
-    async def write(
-        self,
-        session_id: str,
-        switch: tuple[str | None, ...],
-        pin: tuple[str | None, int | None],
-        counts: tuple[int, int],
-        flush: bool,
-    ) -> None:
-        await self._rows.put(RowWrite(session_id, switch, pin, counts, flush))
+    async def write(self, changes: RowWrite) -> None:
+        await self._rows.put(changes)
 
     async def write_ends(self, ends: list[TurnEnd]) -> None:
         """One statement (a session ends one turn at a time: it is in a batch once)."""

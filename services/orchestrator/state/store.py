@@ -15,7 +15,7 @@ from services.common.db import Pool, db_errors
 from services.common.sql import load_queries
 from services.orchestrator.errors import SessionNotFound
 from services.orchestrator.state import SQL_DIR
-from services.orchestrator.state.grouped_rows import GroupedRows, TurnEnd
+from services.orchestrator.state.grouped_rows import GroupedRows, RowWrite, TurnEnd
 from services.orchestrator.turn.tokens import message_tokens, text_tokens
 
 QUERIES = load_queries(SQL_DIR / "queries.sql")
@@ -581,11 +581,13 @@ class SessionStore:
             return
         switch, pin, counts = changes.switch, changes.pin, changes.tool_tokens
         await self.grouped.write(
-            session_id,
-            switch if switch is not None else (None,) * 5,
-            pin if pin is not None else (None, None),
-            counts if counts is not None else (0, 0),
-            flush,
+            RowWrite(
+                session_id,
+                switch if switch is not None else (None,) * 5,
+                pin if pin is not None else (None, None),
+                counts if counts is not None else (0, 0),
+                flush,
+            )
         )
 
     async def set_context_metadata(self, session_id: str, metadata: Mapping[str, Any]) -> None:
