@@ -429,11 +429,16 @@ where session_id = $1 order by started_at;
 with no_flush as (
     select set_config('synchronous_commit', 'off', true) as setting
 ), open_work as (
+    -- The session's own calls and its delegates' apart: each check an index finds (one
+    -- `in (...)` over both reads every session's calls).
     select exists (
                select 1 from orchestrator.tool_calls c
-               where (c.session_id = $1 or c.session_id in (
-                          select k.session_id from orchestrator.sessions k
-                          where k.parent_session_id = $1))
+               where c.session_id = $1
+                 and c.state not in ('completed', 'failed', 'cancelled', 'rejected', 'expired', 'timed_out')
+           ) or exists (
+               select 1 from orchestrator.sessions k
+               join orchestrator.tool_calls c on c.session_id = k.session_id
+               where k.parent_session_id = $1
                  and c.state not in ('completed', 'failed', 'cancelled', 'rejected', 'expired', 'timed_out')
            ) as calls,
            exists (
