@@ -38,9 +38,21 @@ def _jsonb_value(data: bytes) -> object:
     return _json_value(data[1:])  # after jsonb's version byte
 
 
+ARRAY_TYPES = (
+    "select null::bool[], null::bytea[], null::float4[], null::float8[], null::int4[],"
+    " null::int8[], null::json[], null::jsonb[], null::timestamptz[]"
+)
+"""Every array type the services' statements pass or read. asyncpg ships the codecs of
+arrays of oid and text only and looks any other one up with its introspection query on the
+first statement naming it (a round trip, 2-10 ms of Postgres), once per connection: a pool
+growing under load put those lookups on turns' statements. Preparing this as a connection
+opens looks them all up in one query."""
+
+
 async def _init_connection(conn: asyncpg.Connection) -> None:
     """JSON columns as Python values, in the binary format: a record's fields (a row or
-    an array of rows in one column) always come in binary, and decode the same way."""
+    an array of rows in one column) always come in binary, and decode the same way. Then
+    the array types the services use (``ARRAY_TYPES``)."""
     await conn.set_type_codec(
         "json",
         encoder=lambda v: json.dumps(v).encode(),
@@ -51,6 +63,7 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec(
         "jsonb", encoder=_jsonb_bytes, decoder=_jsonb_value, schema="pg_catalog", format="binary"
     )
+    await conn.prepare(ARRAY_TYPES)
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
