@@ -6,7 +6,6 @@ open, in one query."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -14,20 +13,19 @@ import asyncpg
 import pytest
 
 from services.common.db import create_pool
+from services.common.sql import load_queries
 
 ROOT = Path(__file__).resolve().parents[2]
-NAMED = re.compile(r"-- name: (\w+)\n(.*?)(?=\n-- name: |\Z)", re.S)
 
 
 def service_statements() -> list[tuple[str, str]]:
     """(file: name, text) of every named statement in the services' SQL files."""
-    found = []
-    for path in sorted((ROOT / "services").rglob("*.sql")):
-        if "migrations" in path.parts:
-            continue
-        for match in NAMED.finditer(path.read_text()):
-            found.append((f"{path.relative_to(ROOT)}: {match.group(1)}", match.group(2)))
-    return found
+    return [
+        (f"{path.relative_to(ROOT)}: {name}", text)
+        for path in sorted((ROOT / "services").rglob("*.sql"))
+        if "migrations" not in path.parts
+        for name, text in load_queries(path).items()
+    ]
 
 
 async def test_a_new_connection_prepares_every_service_statement_without_introspection(
