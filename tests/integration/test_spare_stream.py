@@ -128,3 +128,15 @@ async def test_streams_over_spares_carry_turns_and_outlive_an_orchestrator_resta
         await client.close()
         await replica.stop(0)
         await pool.close()
+
+
+async def test_a_call_opened_ahead_has_its_headers_before_anything_is_sent(mesh: Mesh) -> None:
+    """The orchestrator answers a new Stream with its headers at once (not with the first
+    event): a spare has them before it is taken, off the first token's way."""
+    call = mesh.client.runtime.Stream()
+    try:
+        async with asyncio.timeout(5):
+            await call.initial_metadata()
+        assert not call.done()  # still waiting for its attach
+    finally:
+        call.cancel()

@@ -155,6 +155,10 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):
         request_iterator: AsyncIterator[common.ClientMessage],
         context: aio.ServicerContext[Any, Any],
     ) -> AsyncIterator[common.ServerEvent]:
+        # The response headers go now, not with the first event: a call opened ahead (the
+        # gateway's spare) has them before it is used, so a new session's first token
+        # crosses gRPC's core as a message alone (decisions.md, "A Stream's headers").
+        await context.send_initial_metadata(())
         try:
             async with asyncio.timeout(ATTACH_TIMEOUT):  # (not wait_for: no task of its own)
                 first = await anext(request_iterator)
