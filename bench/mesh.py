@@ -25,8 +25,8 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 
 from clients.python import MeshClient
-from services.common.asgi import bind_free_port
 from services.common.embedded_pg import EmbeddedPostgres, start_embedded
+from services.common.ports import free_port, free_port_pair
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / "bench" / ".data"
@@ -48,29 +48,6 @@ def raise_open_file_limit() -> int:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
         soft = target
     return soft
-
-
-def _free_port_pair(offset: int) -> int:
-    """A port p with p and p + offset both free (a gRPC port and its metrics port)."""
-    for _ in range(50):
-        first = bind_free_port()
-        port = int(first.getsockname()[1])
-        try:
-            second = bind_free_port(port=port + offset)
-        except OSError:
-            first.close()
-            continue
-        first.close()
-        second.close()
-        return port
-    raise RuntimeError("no free port pair")
-
-
-def _free_port() -> int:
-    sock = bind_free_port()
-    port = int(sock.getsockname()[1])
-    sock.close()
-    return port
 
 
 def with_database(dsn: str, name: str) -> str:
@@ -215,13 +192,13 @@ async def running_mesh(
             "DATABASE_URL": dsn,
             "CODELAB_DATA_DIR": str(DATA_DIR),
             "INTERNAL_API_KEY": secrets.token_urlsafe(24),
-            "GATEWAY_PORT": str(_free_port()),
-            "SCRIPTED_MODEL_PORT": str(_free_port()),
+            "GATEWAY_PORT": str(free_port()),
+            "SCRIPTED_MODEL_PORT": str(free_port()),
             "SCRIPTED_MODEL_TOKEN_DELAY_MS": str(token_delay_ms),
             "METRICS_PORT_OFFSET": str(METRICS_OFFSET),
             "MULTI_AGENT_MODE": "true" if multi_agent else "false",
             "SUPERVISOR_GRACE": "5",
-            **{f"{n}_ADDR": f"127.0.0.1:{_free_port_pair(METRICS_OFFSET)}" for n in GRPC_SERVICES},
+            **{f"{n}_ADDR": f"127.0.0.1:{free_port_pair(METRICS_OFFSET)}" for n in GRPC_SERVICES},
             **(extra_env or {}),
         }
         env.pop("OPENAI_BASE_URL", None)  # the scripted model, whose pace the bench sets

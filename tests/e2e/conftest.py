@@ -4,59 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
 import signal
 import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
-from services.common.asgi import bind_free_port
+from services.common.ports import free_port, free_port_pair
 from tests.conftest import ROOT
 from tests.support.databases import clone_database, drop_database
 
 INTERNAL_KEY = "e2e-internal-key"
 METRICS_OFFSET = 7
 SERVICES = ("orchestrator", "toolsearch", "hitl", "llmproxy")
-EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
-
-
-def _ephemeral() -> range:
-    """The ports the kernel hands to outgoing connections as their local end."""
-    try:
-        low, high = map(int, EPHEMERAL.read_text().split())
-    except (OSError, ValueError):
-        low, high = 32768, 60999
-    return range(low, high + 1)
-
-
-def free_port_pair(offset: int) -> int:
-    """A port p with p and p + offset both free right now, outside the ephemeral range: a
-    port picked there may be taken, before the service binds it, as the local end of any
-    connection opened meanwhile (a pool's to Postgres), and the service never comes up."""
-    ephemeral = _ephemeral()
-    for _ in range(200):
-        port = random.randrange(10_000, 30_000)
-        if port in ephemeral or port + offset in ephemeral:
-            continue
-        try:
-            first = bind_free_port(port=port)
-        except OSError:
-            continue
-        try:
-            if offset:
-                bind_free_port(port=port + offset).close()
-        except OSError:
-            continue
-        finally:
-            first.close()
-        return port
-    raise RuntimeError("no free port pair")
-
-
-def free_port() -> int:
-    return free_port_pair(0)
 
 
 def mesh_env(dsn: str, **extra: str) -> dict[str, str]:

@@ -14,9 +14,10 @@ import httpx
 import pytest
 import websockets
 
+from services.common.ports import free_port
 from services.common.settings import Settings
 from services.common.tls import MeshTls
-from tests.e2e.conftest import MeshProcess, free_port, mesh_env
+from tests.e2e.conftest import MeshProcess, mesh_env
 from tests.support.certs import make_certs
 from tests.support.databases import clone_database, drop_database
 

@@ -7,7 +7,6 @@ closed port refuses a connection.
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,6 +17,7 @@ import websockets
 from clients.python.ide import GatewayUnreachable, connect_ide
 from services.common.db import create_pool
 from services.common.errors import DatabaseError
+from services.common.ports import free_port
 from tests.support.ide import ide, of
 from tests.support.mesh import Mesh, running_mesh
 
@@ -38,13 +38,6 @@ async def refuse_inserts(mesh: Mesh, table: str) -> None:
         f"create trigger refuse before insert on {table}"
         " for each row execute function public.refuse_insert()"
     )
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 async def first_error(ws: Any) -> dict[str, Any]:

@@ -4,7 +4,6 @@ providers do: refused connections, error bodies that are not JSON, a stream that
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
@@ -12,6 +11,7 @@ from aiohttp import web
 from openai import AsyncOpenAI
 
 from services.common.model_stream import ModelFinished, TextPiece
+from services.common.ports import free_port
 from services.llmproxy.errors import LlmError, LlmStreamInterrupted, LlmTimeout, LlmUnavailable
 from services.llmproxy.upstream import CompletionRequest, Upstream
 from tests.support.http_app import served
@@ -37,12 +37,6 @@ async def serving(handler: Handler) -> AsyncIterator[str]:
     app.router.add_post("/v1/chat/completions", handler)
     async with served(app) as base:
         yield f"{base}/v1"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 async def test_a_refused_connection_is_unavailable_after_the_retries() -> None:

@@ -5,7 +5,6 @@ with certificates made in the test; the plaintext health-only port for kubelet p
 from __future__ import annotations
 
 import json
-import socket
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from codelab.v1 import hitl_pb2, hitl_pb2_grpc
 from services.common import healthcheck
 from services.common.channels import internal_channel
 from services.common.db import Pool
+from services.common.ports import free_port
 from services.common.tls import MeshTls
 from services.hitl import server as hitl
 from tests.support.certs import CertFiles, make_certs
@@ -106,12 +106,6 @@ async def test_mutual_tls_refuses_a_certificate_from_another_ca(
 async def test_a_member_of_the_mesh_is_served(mesh: Mesh) -> None:
     statuses = await mesh.client.health()
     assert statuses == dict.fromkeys(statuses, "SERVING") and len(statuses) == 4
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def test_the_health_port_is_plaintext_and_serves_health_alone(
