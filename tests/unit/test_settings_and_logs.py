@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import socket
 import urllib.request
 
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from services.common.errors import SettingsError
 from services.common.logs import JsonFormatter, log_context
 from services.common.metrics import serve_metrics
+from services.common.ports import free_port
 from services.common.settings import Settings, parse_api_keys
 
 
@@ -90,9 +90,7 @@ def test_a_bad_metrics_host_names_the_variable(raw: str) -> None:
 
 
 def test_metrics_are_served_on_the_configured_host() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        free = probe.getsockname()[1]
+    free = free_port()
     port = serve_metrics(free - 1, 1, "127.0.0.1")
     assert port == free
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:

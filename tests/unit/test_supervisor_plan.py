@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 
 from services.common.errors import SettingsError
+from services.common.ports import free_port
 from services.supervisor.plan import (
     CHILD_NAMES,
     SupervisorKnobs,
@@ -143,13 +143,6 @@ def test_dial_address_maps_wildcards_to_loopback() -> None:
     assert dial_address("10.0.0.5:1,10.0.0.6:1") == "10.0.0.5:1"
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
-
-
 async def test_grpc_probe_follows_health_status() -> None:
     server = aio.server()
     health = HealthServicer()
@@ -163,7 +156,7 @@ async def test_grpc_probe_follows_health_status() -> None:
         assert await probe() is False
     finally:
         await server.stop(None)
-    assert await grpc_serving(f"127.0.0.1:{_closed_port()}", timeout=1.0)() is False
+    assert await grpc_serving(f"127.0.0.1:{free_port()}", timeout=1.0)() is False
 
 
 async def test_http_probe_wants_a_200() -> None:
@@ -181,4 +174,4 @@ async def test_http_probe_wants_a_200() -> None:
         assert await http_ok(f"http://127.0.0.1:{port}/health")() is True
         status = "503 Service Unavailable"
         assert await http_ok(f"http://127.0.0.1:{port}/health")() is False
-    assert await http_ok(f"http://127.0.0.1:{_closed_port()}/v1/models")() is False
+    assert await http_ok(f"http://127.0.0.1:{free_port()}/v1/models")() is False
