@@ -37,10 +37,10 @@ def free_port_pair(offset: int) -> int:
     for _ in range(500):
         port = random.randrange(LOW, HIGH)
         wanted = {port, port + offset}
-        if any(p in ephemeral or p in _given for p in wanted):
+        if wanted & _given or any(p in ephemeral for p in wanted):
             continue
         try:
-            for p in sorted(wanted):
+            for p in wanted:
                 bind_free_port(port=p).close()
         except OSError:
             continue
