@@ -18,6 +18,7 @@ from services.common.limit_settings import LimitSettings
 from services.orchestrator.errors import SessionNotFound
 from services.orchestrator.session.limits import UserLimits
 from services.orchestrator.state.store import (
+    AgentAhead,
     Repeated,
     RowChanges,
     SessionStore,
@@ -251,6 +252,54 @@ async def test_a_turns_switch_pin_and_counts_are_one_write_of_the_row(pool: Pool
     assert await switches(pool, "rows") == [tuple(switch), tuple(back)]
 
 
+async def test_a_turn_start_switches_to_the_agent_given_ahead_and_pins_it(pool: Pool) -> None:
+    store = SessionStore(pool)
+    await store.attach("ahead", "u1", "orchestrator")
+    coder = AgentAhead("coder", 3, "requested by the user", None, "explicit")
+    start = await store.begin_turn(
+        "ahead", None, [], user=StoredMessage("user", "fix it"), ahead=coder
+    )
+    assert isinstance(start, TurnStart) and start.stored
+    made = SwitchRow("orchestrator", "coder", "requested by the user", None, "explicit")
+    assert (start.switched, start.pinned) == (made, True)
+    assert await session_row(pool, "ahead") == ("coder", 1, True, {"coder": 3}, 0, 0)
+    assert await switches(pool, "ahead") == [tuple(made)]
+    assert start.session.current_agent == "coder"
+    before = start.before()  # the row as the message found it
+    assert (before.current_agent, before.agent_versions) == ("orchestrator", {})
+    # The agent is current and pinned now: the next message names it again, nothing moves.
+    await store.end_turn("ahead", None, [], False)
+    again = await store.begin_turn(
+        "ahead", None, [], user=StoredMessage("user", "more"), ahead=coder._replace(version=4)
+    )
+    assert isinstance(again, TurnStart) and (again.switched, again.pinned) == (None, False)
+    assert await session_row(pool, "ahead") == ("coder", 1, True, {"coder": 3}, 0, 0)
+    assert again.before() == again.session
+
+
+async def test_a_repeated_message_switches_nothing(pool: Pool) -> None:
+    store = SessionStore(pool)
+    await store.attach("again", "u1", "orchestrator")
+    coder = AgentAhead("coder", 3, "requested by the user", None, "explicit")
+    first = await store.begin_turn(
+        "again", None, [], Unclaimed("m-1", "user_message", False),
+        user=StoredMessage("user", "fix it"), ahead=coder,
+    )  # fmt: skip
+    assert isinstance(first, TurnStart) and first.switched is not None
+    await store.end_turn("again", None, [], False)
+    await pool.execute(
+        "update orchestrator.sessions set current_agent = 'orchestrator' where session_id = $1",
+        "again",
+    )
+    repeat = await store.begin_turn(
+        "again", None, [], Unclaimed("m-1", "user_message", True),
+        user=StoredMessage("user", "fix it"), ahead=coder,
+    )  # fmt: skip
+    assert isinstance(repeat, Repeated)
+    assert (await session_row(pool, "again"))[:2] == ("orchestrator", 1)
+    assert len(await switches(pool, "again")) == 1
+
+
 async def test_row_changes_that_come_together_are_written_together_each_in_order(
     pool: Pool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -456,7 +505,8 @@ async def test_a_turn_start_with_work_open_leaves_the_user_message_to_its_handli
     pool: Pool, open_work: str
 ) -> None:
     """An open call is answered (or a running plan cancelled) before the user speaks: the
-    turn's start stores nothing and leaves the claim open for the message's own write."""
+    turn's start stores nothing and leaves the claim open for the message's own write, and
+    the agent the message names to its routing."""
     store, sid = SessionStore(pool), f"open-{open_work}"
     await store.attach(sid, "u1", "coder")
     if open_work == "call":
@@ -473,9 +523,12 @@ async def test_a_turn_start_with_work_open_leaves_the_user_message_to_its_handli
     before = len(await store.history(sid))
     claim = Unclaimed("m-1", "user_message", False)
     user = StoredMessage("user", "never mind")
-    start = await store.begin_turn(sid, None, [], claim, user=user, applies=("m-1", 2))
+    ask = AgentAhead("ask", 1, "requested by the user", None, "explicit")
+    start = await store.begin_turn(sid, None, [], claim, user=user, applies=("m-1", 2), ahead=ask)
     assert isinstance(start, TurnStart) and not start.stored
     assert (start.open_calls, start.running_plan) == (open_work == "call", open_work == "plan")
+    assert (start.switched, start.pinned, start.session.current_agent) == (None, False, "coder")
+    assert await switches(pool, sid) == []
     assert len(await store.history(sid)) == before
     assert await claim_row(pool, sid, "m-1") == (False, None)
 

@@ -65,6 +65,10 @@ class Turns:
     def background(work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
         return asyncio.create_task(work)
 
+    @staticmethod
+    def ahead(message: pb.UserMessage) -> None:
+        return None  # these turns switch to no agent
+
     def begin(self, sid: str, start: TurnStart) -> None:
         self.contexts.append(start.context)
         self.starts[sid] = start

@@ -29,7 +29,7 @@ from services.orchestrator.peers.agent_directory import AgentHit
 from services.orchestrator.peers.mesh_clients import Expired
 from services.orchestrator.session.tool_timeouts import TimedOut
 from services.orchestrator.state import events
-from services.orchestrator.state.store import RowChanges, StoredMessage
+from services.orchestrator.state.store import AgentAhead, RowChanges, StoredMessage
 from services.orchestrator.turn.arguments import validate_arguments
 from services.orchestrator.turn.executors.plans import PlanRunner
 from services.orchestrator.turn.file_rules import check_paths
@@ -159,11 +159,17 @@ class Inputs:
             )
         # The switch, the pin and the first call's tool counts: one write of the session's
         # row, started once the first model request is sent (the first event flushes it),
-        # or as soon as it is known when that request left early (peers/early.py).
+        # or as soon as it is known when that request left early (peers/early.py). None
+        # when the message names its agent and the turn's start stored it: that statement
+        # switched and pinned (``made``: announced here), and the counts go with the turn's
+        # end, so no statement stands between the turn and its first event.
         row = RowChanges()
-        ready = TurnWrites(lambda: _all(stored, loop.record(sid, row, flush=False)), row)
+        made = start.switched if start is not None else None
+        ready = TurnWrites(lambda: _all(stored, loop.record(sid, row, flush=False, made=made)), row)
         try:
             loop.new_turn(sid)
+            if made is not None:
+                loop.switched_by_start(sid, made)
             to = await self.route(sid, message)
             # An unknown agent_type fails here, before any call.
             template, row.pin = await loop.resolve(sid, to.agent)
@@ -179,14 +185,33 @@ class Inputs:
             ready.start()  # the switch is recorded however the turn went
         await loop.advance(sid)
 
+    def named(self, message: pb.UserMessage) -> Switch | None:
+        """The agent a new message goes to whatever the session holds: single-agent mode's
+        entry, or the agent the message names (None: the session's agent or routing)."""
+        agents = self.loop.agents
+        if not agents.multi_agent_mode:
+            return Switch(agents.entry, "single-agent mode", None, "mode")
+        if message.HasField("agent_type") and message.agent_type:
+            return Switch(message.agent_type, "requested by the user", None, "explicit")
+        return None
+
+    def ahead(self, message: pb.UserMessage) -> AgentAhead | None:
+        """``named`` for ``begin_turn`` to switch to and pin (an agent served here only: an
+        unknown one fails at routing, before anything is written)."""
+        to = self.named(message)
+        agents = self.loop.agents
+        if to is None or not agents.has(to.agent):
+            return None
+        version = agents.get(to.agent).version
+        return AgentAhead(to.agent, version, to.reason, to.confidence, to.method)
+
     async def route(self, sid: str, message: pb.UserMessage) -> Switch:
         """Which agent takes a new message, and why."""
         loop = self.loop
+        named = self.named(message)
+        if named is not None:
+            return named
         current = (await loop.session(sid)).current_agent
-        if not loop.agents.multi_agent_mode:
-            return Switch(loop.agents.entry, "single-agent mode", None, "mode")
-        if message.HasField("agent_type") and message.agent_type:
-            return Switch(message.agent_type, "requested by the user", None, "explicit")
         if current == ORCHESTRATOR or not loop.agents.has(current):
             choice = await self.classify(sid, message.content)
             reason = choice.reason or f"routed by {choice.method}"

@@ -388,7 +388,8 @@ class Runtime:
         # A user message's first model call needs the history and the hand-over context:
         # the same statement reads them.
         is_user = isinstance(item, pb.ClientMessage) and item.HasField("user_message")
-        user = history_entry(item.user_message) if isinstance(item, pb.ClientMessage) else None
+        said = item.user_message if isinstance(item, pb.ClientMessage) else None
+        user = history_entry(said) if said is not None else None
         # (None for anything but a user message with content: its handling refuses that.)
         claim = None
         if unclaimed is not None:
@@ -404,6 +405,7 @@ class Runtime:
                 read_context=is_user,
                 user=user,
                 applies=self._handling.get(sid) if is_user else None,
+                ahead=self.inputs.ahead(said) if is_user and said is not None else None,
             )
         finally:
             # No await between this and the live mark below: a repeat sees the id either
@@ -420,8 +422,9 @@ class Runtime:
     async def _run_begun(self, sid: str, user_id: str, item: Item, start: TurnStart) -> None:
         loop = self.inputs.loop
         loop.begin(sid, start)
-        agent = start.session.current_agent
-        version = start.session.agent_versions.get(agent)
+        before = start.before()  # (the agent that had the session when the message came)
+        agent = before.current_agent
+        version = before.agent_versions.get(agent)
         agent = agent if self.agents.has(agent) or version else self.agents.entry
         try:
             # A pooled instance serves the session while this message is handled; its

@@ -73,6 +73,19 @@ class TurnStart:
     statement, before the turn's own writes."""
     stored: bool = False
     """The user message this turn begins with was stored by the same statement."""
+    switched: SwitchRow | None = None
+    """The switch the same statement made to the agent given ahead (``AgentAhead``)."""
+    pinned: bool = False
+    """The same statement pinned the version of the agent given ahead."""
+
+    def before(self) -> SessionRow:
+        """The session as it was before this statement's switch and pin."""
+        session = self.session
+        versions = session.agent_versions
+        if self.pinned:  # (the agent given ahead is current now, switched to or not)
+            versions = {k: v for k, v in versions.items() if k != session.current_agent}
+        agent = self.switched.from_agent if self.switched else session.current_agent
+        return dataclasses.replace(session, current_agent=agent, agent_versions=versions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +96,18 @@ class Unclaimed:
     kind: str
     live: bool
     """Another delivery of the id waits or runs in this process."""
+
+
+class AgentAhead(NamedTuple):
+    """The agent a user message goes to whatever the session holds (the one it names, or
+    single-agent mode's), switched to and pinned by ``begin_turn`` when it stores the
+    message: the turn then has no row write of its own before its first event."""
+
+    agent: str
+    version: int
+    reason: str
+    confidence: str | None
+    method: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -464,6 +489,7 @@ class SessionStore:
         read_context: bool = False,
         user: StoredMessage | None = None,
         applies: tuple[str, int] | None = None,
+        ahead: AgentAhead | None = None,
     ) -> TurnStart | Repeated:
         """Mark the turn running (and move the session to ``move_to`` when one of
         ``sources`` allows it), reading what the turn needs, in one round trip. ``claim``:
@@ -472,7 +498,8 @@ class SessionStore:
         first model call reads, read too (``TurnStart.context``). ``user``: the user
         message the turn begins with, stored too when nothing is open (``TurnStart.stored``;
         else the caller stores it after closing what is), carrying out ``applies`` as
-        ``add_message`` does."""
+        ``add_message`` does; and then switched to ``ahead`` and pinned
+        (``TurnStart.switched``, ``pinned``)."""
         cid, kind, live = (claim.client_id, claim.kind, claim.live) if claim else (None, "", False)
         applied, first_seq = applies if applies is not None else (None, None)
         async with db_errors("start turn", "DB_WRITE_ERROR"):
@@ -491,12 +518,17 @@ class SessionStore:
                 user.token_count if user is not None else 0,
                 applied,
                 first_seq,
+                *(ahead or (None, None, None, None, None)),
             )
         if not row["applies"]:
             return Repeated(row["earlier_seq"])
         if row["session_id"] is None or row["deleted_at"] is not None:
             raise SessionNotFound(f"Session not found: {session_id}", session_id=session_id)
         parent = row["parent_session_id"]
+        switched = None
+        if ahead is not None and row["switched_from"] is not None:
+            to, _, reason, confidence, method = ahead
+            switched = SwitchRow(row["switched_from"], to, reason, confidence, method)
         return TurnStart(
             _session(row),
             row["open_calls"],
@@ -506,6 +538,8 @@ class SessionStore:
             row["call"],
             context_of_columns(row),
             row["stored"],
+            switched,
+            bool(row["pinned_ahead"]),
         )
 
     async def end_turn(

@@ -307,19 +307,27 @@ class AgentLoop:
         self._rows[sid] = dataclasses.replace(session, current_agent=to.agent)
         return SwitchRow(previous, to.agent, to.reason, to.confidence, to.method)
 
-    async def record(self, sid: str, changes: RowChanges, *, flush: bool) -> None:
-        """Write ``changes`` to the session's row (one statement); a switch among them is
-        then announced (``agent_switched``, which commits after it and flushes it)."""
+    def switched_by_start(self, sid: str, switch: SwitchRow) -> None:
+        """The turn's first statement made ``switch`` (``begin_turn``): the session's row
+        read by it holds it already; what ``switching`` keeps of a switch, kept."""
+        self._switched[sid] = (switch.from_agent, switch.to_agent, switch.reason)
+
+    async def record(
+        self, sid: str, changes: RowChanges, *, flush: bool, made: SwitchRow | None = None
+    ) -> None:
+        """Write ``changes`` to the session's row (one statement, none when there are
+        none); ``made``, a switch written already, then a switch among them, is announced
+        (``agent_switched``, which commits after it and flushes it)."""
         await self.store.write_changes(sid, changes, flush=flush)
-        switch = changes.switch
-        if switch is not None:
-            self.post(
-                await self.audience(sid),
-                events.agent_switched(
-                    switch.from_agent, switch.to_agent, switch.reason, switch.confidence
-                ),
-                within=FOLLOWED_WAIT,
-            )
+        for switch in (made, changes.switch):
+            if switch is not None:
+                self.post(
+                    await self.audience(sid),
+                    events.agent_switched(
+                        switch.from_agent, switch.to_agent, switch.reason, switch.confidence
+                    ),
+                    within=FOLLOWED_WAIT,
+                )
 
     async def advance(
         self, sid: str, first: FirstStep | None = None, read: TurnContext | None = None

@@ -50,10 +50,12 @@ class TurnWrites:
 
     def count(self, offered: int, everything: int) -> bool:
         """Add a model call's tool-schema token counts to the row changes; False when
-        there are none or they are already being written."""
-        if self._row is None or self._task is not None or self._row.tool_tokens is not None:
+        there are none, or nothing else (the counts alone make no statement: they go with
+        the turn's end), or they are already being written."""
+        row = self._row
+        if row is None or not row or self._task is not None or row.tool_tokens is not None:
             return False
-        self._row.tool_tokens = (offered, everything)
+        row.tool_tokens = (offered, everything)
         return True
 
     def start(self) -> None:

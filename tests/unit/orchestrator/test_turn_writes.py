@@ -4,6 +4,7 @@ request is on its way; however the turn goes, they are written, and before its a
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -11,7 +12,8 @@ from codelab.v1 import common_pb2 as pb
 from services.common.db import Pool
 from services.common.errors import ServiceError
 from services.llmproxy.errors import LlmError
-from services.orchestrator.state.store import SessionStore, TurnStart
+from services.orchestrator.session.inputs import history_entry
+from services.orchestrator.state.store import AgentAhead, RowChanges, SessionStore, TurnStart
 from services.orchestrator.turn.toolbox import ToolSpec
 from tests.support.llm_proxy import Reply, finish, text
 from tests.support.routing import Routing, routing_over, said
@@ -72,6 +74,55 @@ async def test_the_first_calls_switch_pin_and_counts_land_on_the_row_together(
     again = await routing.store.get_session("s1")
     assert again.agent_versions == {"coder": coder.version}
     assert again.tool_tokens_offered == 2 * offered and again.switch_count == 4
+
+
+async def test_a_switch_the_turns_start_made_is_announced_not_written_again(
+    routing: Routing, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A message naming its agent is switched to it by its turn's first statement (as the
+    runtime starts a turn); the turn announces the switch, writes no row before its answer,
+    and asks the model exactly as a turn that wrote the switch itself ("s2")."""
+    writes: list[RowChanges] = []
+    write = routing.store.write_changes
+
+    async def recording(sid: str, changes: RowChanges, **options: Any) -> None:
+        if changes:
+            writes.append(changes)
+        await write(sid, changes, **options)
+
+    monkeypatch.setattr(routing.store, "write_changes", recording)
+    message = said("fix it", agent_type="coder")
+    ahead = routing.inputs.ahead(message)
+    start = await routing.store.begin_turn(
+        "s1", None, [], read_context=True, user=history_entry(message), ahead=ahead
+    )
+    assert isinstance(start, TurnStart) and start.switched is not None
+    routing.inputs.loop.begin("s1", start)
+    routing.proxy.play(Reply([text("Done."), finish()]))
+    await routing.inputs.user_message("s1", message)
+    assert await logged(routing, "s1") == [
+        "agent_switched", "assistant_message", "assistant_message", "agent_switched", "done"
+    ]  # fmt: skip
+    assert writes == [RowChanges(switch=writes[0].switch)]  # only the switch back
+    assert writes[0].switch is not None and writes[0].switch.to_agent == "orchestrator"
+    session = await routing.store.get_session("s1")
+    coder = routing.inputs.loop.agents.get("coder")
+    assert session.switch_count == 2 and session.agent_versions == {"coder": coder.version}
+    routing.proxy.play(Reply([text("Done."), finish()]))
+    await start_turn(routing, "s2")
+    await routing.inputs.user_message("s2", said("fix it", agent_type="coder"))
+    first, second = routing.proxy.requests[-2:]
+    assert first.messages == second.messages and first.tools == second.tools
+
+
+def test_only_an_agent_served_here_is_switched_to_ahead(routing: Routing) -> None:
+    inputs = routing.inputs
+    coder = inputs.loop.agents.get("coder")
+    assert inputs.ahead(said("fix it", agent_type="coder")) == AgentAhead(
+        "coder", coder.version, "requested by the user", None, "explicit"
+    )
+    assert inputs.ahead(said("fix it", agent_type="nobody")) is None  # refused at routing
+    assert inputs.ahead(said("fix it")) is None  # routed by the session's agent or a model
 
 
 async def test_a_model_failing_before_any_token_leaves_the_message_and_switch(

@@ -423,6 +423,11 @@ where session_id = $1 order by started_at;
 -- once they are closed, after their answers); the claim $12 it carries out is marked started
 -- at seq $13 in the same commit, as add_message marks it. The context read cannot see it
 -- (one snapshot), so the history does not hold it twice. `stored` says whether it was.
+-- $14: the agent the message goes to whatever the session holds (the one it names, or
+-- single-agent mode's), at version $15: when the message is stored here (nothing runs
+-- between this statement and its routing), the session switches to it (reason $16,
+-- confidence $17, method $18; recorded in agent_switches) unless it is current, and pins
+-- that version unless the task has one. `switched_from` names the agent switched from.
 -- Committed without waiting for the WAL flush (synchronous_commit off for this statement's
 -- transaction only): nothing of the turn reaches a client before an event commits, and that
 -- commit flushes the WAL up to and including this one (see docs/decisions.md).
@@ -469,9 +474,14 @@ with no_flush as (
     select $5::text is null or exists (select 1 from claimed)
            or not ($7::bool or coalesce((select started from earlier), false)) as yes
 ), previous as (
-    select session_id, state from orchestrator.sessions
+    select session_id, state, current_agent, agent_versions from orchestrator.sessions
     where session_id = $1 and (select yes from applies)
     for update
+), ahead as (
+    select p.current_agent as from_agent, p.current_agent <> $14::text as switch,
+           not (p.agent_versions ? $14::text) as pin
+    from previous p, storing t
+    where $14::text is not null and t.yes
 ), moved as (
     update orchestrator.sessions s
     set turn_state = 'running',
@@ -480,10 +490,24 @@ with no_flush as (
                           then coalesce(s.started_at, now()) else s.started_at end,
         finished_at = case when $2 and previous.state = any($4::text[]) then null
                            else s.finished_at end,
-        last_activity = case when (select yes from storing) then now() else s.last_activity end
-    from previous
+        last_activity = case when (select yes from storing) then now() else s.last_activity end,
+        current_agent = case when a.switch then $14::text else s.current_agent end,
+        switch_count = s.switch_count + coalesce(a.switch, false)::int,
+        last_switch_at = case when a.switch then now() else s.last_switch_at end,
+        agent_versions = case
+            when a.pin then s.agent_versions || jsonb_build_object($14::text, $15::int)
+            else s.agent_versions
+        end
+    from previous left join ahead a on true
     where s.session_id = previous.session_id
     returning s.*
+), switched as (
+    insert into orchestrator.agent_switches
+        (session_id, from_agent, to_agent, reason, confidence, method)
+    select $1, a.from_agent, $14::text, $16::text, $17::text, $18::text
+    from ahead a, moved
+    where a.switch
+    returning from_agent
 ), stored as (
     insert into orchestrator.messages (session_id, role, content, tokens)
     select m.session_id, 'user', $10::text, $11::int
@@ -504,6 +528,8 @@ select (select yes from applies) as applies, (select first_seq from earlier) as 
        (select calls from open_work) as open_calls,
        (select plan from open_work) as running_plan,
        exists (select 1 from stored) as stored,
+       (select from_agent from switched) as switched_from,
+       (select pin from ahead) as pinned_ahead,
        (select jsonb_build_object(
                    'call_id', c.call_id, 'session_id', c.session_id, 'agent', c.agent,
                    'tool_name', c.tool_name, 'arguments', c.arguments, 'executor', c.executor,
