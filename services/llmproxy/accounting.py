@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import time
 from collections.abc import AsyncIterator
@@ -44,7 +45,7 @@ class AccountedUpstream:
     async def complete(
         self, session_id: str, purpose: str, request: CompletionRequest
     ) -> AsyncIterator[ModelOutput]:
-        started = time.perf_counter()
+        started, began = time.perf_counter(), dt.datetime.now(dt.UTC)
         finished: ModelFinished | None = None
         error_code: str | None = "CANCELLED"
         waiting_first = True
@@ -74,6 +75,7 @@ class AccountedUpstream:
                 completion_tokens=finished.completion_tokens if finished else 0,
                 with_tools=bool(request.tools),
                 reasoning_tokens=finished.reasoning_tokens if finished else 0,
+                started_at=began,
             )
             _child(REQUESTS, purpose, error_code or "").inc()
             PROMPT_TOKENS.inc(record.prompt_tokens)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import datetime as dt
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from services.common.db import Pool, db_errors
@@ -27,6 +28,9 @@ class RequestRecord:
     completion_tokens: int
     with_tools: bool
     reasoning_tokens: int = 0
+    started_at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
+    """When the call started: its row is written behind it, with others, so the write's
+    own time would give calls of one batch the same start."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,7 @@ class UsageStore:
                 [r.completion_tokens for r in rows],
                 [r.with_tools for r in rows],
                 [r.reasoning_tokens for r in rows],
+                [r.started_at for r in rows],
             )
 
     async def usage(self, session_id: str) -> Usage:

@@ -39,6 +39,18 @@ async def test_request_records_queued_together_are_read_back_at_once(pool: Pool)
     assert rows == 7
 
 
+async def test_sessions_written_in_one_batch_are_listed_by_when_their_calls_started(
+    pool: Pool,
+) -> None:
+    """The most recently active session first, by its calls' own start: rows written behind
+    in one statement share that statement's time, not their calls'."""
+    store = UsageStore(pool)
+    for sid in ("order-a", "order-b"):  # called in this order, queued together: one write
+        store.record(call(sid, 1, 1))
+    listed = [u.session_id for u in await store.list_usage(100)]
+    assert [sid for sid in listed if sid.startswith("order-")] == ["order-b", "order-a"]
+
+
 async def test_usage_counters_add_up_per_user_in_one_write(pool: Pool) -> None:
     sessions = SessionStore(pool)
     for sid, user in (("u-a1", "ann"), ("u-a2", "ann"), ("u-b1", "bob")):

@@ -2,15 +2,16 @@
 -- Accounting, not a promise to a client: the rows queued since the last write (one per
 -- upstream call, written behind it), committed without waiting for the WAL flush (the
 -- turn's next flushed commit flushes them; a crash of Postgres may lose the last rows).
+-- $11: each call's own start (the write's time would be the same for the whole batch).
 with no_flush as (
     select set_config('synchronous_commit', 'off', true) as setting
 )
 insert into llmproxy.llm_requests
     (session_id, purpose, model, duration_ms, success, error_code,
-     prompt_tokens, completion_tokens, with_tools, reasoning_tokens)
+     prompt_tokens, completion_tokens, with_tools, reasoning_tokens, started_at)
 select r.*
 from unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::bool[], $6::text[],
-            $7::int[], $8::int[], $9::bool[], $10::int[]) as r, no_flush;
+            $7::int[], $8::int[], $9::bool[], $10::int[], $11::timestamptz[]) as r, no_flush;
 
 -- name: session_usage
 select count(*)::int as total_requests,
