@@ -10,6 +10,13 @@ behind these experiments) reads the socket on the poller thread itself. Measured
 between two processes. An operator's own ``GRPC_EXPERIMENTS`` (even empty) wins. gRPC plans
 to remove these experiments; an upgrade that has removed them logs "Unknown experiment" at
 start (``tests/unit/test_grpc_transport.py`` catches it) and runs the EventEngine again.
+
+gRPC's fork handlers are turned off too (``GRPC_ENABLE_FORK_SUPPORT=false``). A process that
+serves gRPC also forks: the embedded Postgres runs its tools as another user when started as
+root, which makes Python fork instead of vfork, and with fork support on gRPC's handlers
+restart its poller in the child between fork and exec. About one such child in 170 died there
+(SIGABRT or SIGBUS, 9-10 of 1,500 under load on 2 CPUs; a CI run lost initdb to it), none of
+3,000 with the handlers off. No process here uses gRPC across a fork; children exec.
 """
 
 from __future__ import annotations
@@ -21,3 +28,4 @@ GRPC_TRANSPORT = (
     "-event_engine_callback_cq,-event_engine_for_all_other_endpoints"
 )
 os.environ.setdefault("GRPC_EXPERIMENTS", GRPC_TRANSPORT)
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")

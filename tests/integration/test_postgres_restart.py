@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -35,19 +34,6 @@ async def wait_for(address: str, wanted: int) -> None:
             await asyncio.sleep(0.2)
 
 
-async def restart(handle: Any) -> None:
-    """Start the stopped server again. The embedded pg_ctl has been seen to crash on a
-    start right after a stop (SIGSEGV, not ours): try again, as an operator would."""
-    for attempt in range(5):
-        try:
-            await asyncio.to_thread(handle.ensure_postgres_running)
-            return
-        except Exception:
-            if attempt == 4:
-                raise
-            await asyncio.sleep(0.5)
-
-
 async def test_a_postgres_restart_is_survived(tmp_path: Path) -> None:
     server = await asyncio.to_thread(start_embedded, tmp_path / "pg")
     try:
@@ -59,7 +45,7 @@ async def test_a_postgres_restart_is_survived(tmp_path: Path) -> None:
             assert await status(address) == health_pb2.HealthCheckResponse.SERVING
             await asyncio.to_thread(server.handle.stop)
             await wait_for(address, health_pb2.HealthCheckResponse.NOT_SERVING)
-            await restart(server.handle)
+            await asyncio.to_thread(server.handle.ensure_postgres_running)
             await wait_for(address, health_pb2.HealthCheckResponse.SERVING)
             mesh.scripted.enqueue({"text": "Still here."})
             async with asyncio.timeout(20):
@@ -95,7 +81,7 @@ async def test_a_stream_is_told_while_postgres_is_away_and_served_after(tmp_path
                 }
                 assert errors[0]["client_message_id"] == "m-2"
                 assert told[-1]["status"] == "error"
-                await restart(server.handle)
+                await asyncio.to_thread(server.handle.ensure_postgres_running)
                 await wait_for(address, health_pb2.HealthCheckResponse.SERVING)
                 mesh.scripted.enqueue({"text": "After."})
                 # Never applied, so the same id is accepted now, on the same socket.

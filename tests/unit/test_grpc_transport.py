@@ -1,5 +1,6 @@
 """The transport every service process runs: the package picks it, gRPC knows it, the
-operator can override it. Each case starts a fresh interpreter: gRPC reads the setting once."""
+operator can override it; gRPC's fork handlers stay off in a serving process that forks.
+Each case starts a fresh interpreter: gRPC reads the setting once."""
 
 from __future__ import annotations
 
@@ -50,3 +51,37 @@ def test_an_experiment_grpc_does_not_know_is_reported_so_the_check_above_can_fai
 
 def test_an_operators_setting_wins_even_empty() -> None:
     assert start(GRPC_EXPERIMENTS="").stdout.strip() == ""
+
+
+FORK = (
+    "import services, os, asyncio, grpc, subprocess\n"
+    "async def main():\n"
+    "    server = grpc.aio.server()\n"
+    "    server.add_insecure_port('127.0.0.1:0')\n"
+    "    await server.start()\n"
+    "    subprocess.run(['/bin/true'], user=os.getuid(), check=True)\n"
+    "    await server.stop(None)\n"
+    "asyncio.run(main())\n"
+)
+
+
+def fork_while_serving(**env: str) -> subprocess.CompletedProcess[str]:
+    """A serving process that starts a child as the embedded Postgres does (``user=`` makes
+    Python fork, not vfork, so gRPC's fork handlers run when they are on)."""
+    clean = {k: v for k, v in os.environ.items() if k != "GRPC_ENABLE_FORK_SUPPORT"}
+    return subprocess.run(
+        [sys.executable, "-c", FORK],
+        env={**clean, "GRPC_VERBOSITY": "info", **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+
+
+def test_the_package_turns_grpcs_fork_handlers_off() -> None:
+    assert "fork() handlers" not in fork_while_serving().stderr
+
+
+def test_grpcs_fork_handlers_when_on_are_seen_so_the_check_above_can_fail() -> None:
+    assert "fork() handlers" in fork_while_serving(GRPC_ENABLE_FORK_SUPPORT="true").stderr
