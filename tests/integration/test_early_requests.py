@@ -148,3 +148,33 @@ async def test_a_turn_that_ends_leaves_the_next_messages_early_request_alone(
     assert text_of(second) == "two"
     assert outcome("taken") == taken + 1 and outcome("unused") == unused
     assert turns_seen(mesh, "early-close-2") == 1
+
+
+async def test_a_routed_turn_is_not_guessed_for_the_next_turn_naming_its_agent(
+    mesh: Mesh,
+) -> None:
+    """The system prompt says why the agent took the session: the classifier's reason after
+    a routed turn, "requested by the user" after a named one. So a routed turn's request is
+    no guess for the next message naming the same agent (it would be cancelled: an upstream
+    call paid for nothing); two named turns in a row still are."""
+    taken, replaced = outcome("taken"), outcome("replaced")
+    route = {"agent": "coder", "confidence": "high", "reason": "code to write"}
+    mesh.scripted.enqueue({"text": json.dumps(route)})
+    for n in range(3):
+        mesh.scripted.enqueue({"match": f"early-via-{n}", "text": f"answer {n}"})
+    async with ide(mesh, "early-routed") as client:
+        said = [text_of(await client.say("early-via-0"))]
+        for n in (1, 2):
+            said.append(text_of(await client.say(f"early-via-{n}", agent_type="coder")))
+    assert said == ["answer 0", "answer 1", "answer 2"]
+    # The first message is asked twice: by the classifier, then by its turn.
+    assert [turns_seen(mesh, f"early-via-{n}") for n in range(3)] == [2, 1, 1]
+    prompts = {
+        b["messages"][-1]["content"]: b["messages"][0]["content"]
+        for b in mesh.scripted.requests
+        if b["messages"][-1]["content"].startswith("early-via-")
+    }
+    assert "Reason for switch: code to write" in prompts["early-via-0"]
+    assert "Reason for switch: requested by the user" in prompts["early-via-1"]
+    assert prompts["early-via-2"] == prompts["early-via-1"]
+    assert outcome("replaced") == replaced and outcome("taken") == taken + 1

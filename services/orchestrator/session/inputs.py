@@ -33,6 +33,7 @@ from services.orchestrator.state.store import AgentAhead, RowChanges, StoredMess
 from services.orchestrator.turn.arguments import validate_arguments
 from services.orchestrator.turn.executors.plans import PlanRunner
 from services.orchestrator.turn.file_rules import check_paths
+from services.orchestrator.turn.handover import NAMED
 from services.orchestrator.turn.ledger import LedgerCall
 from services.orchestrator.turn.loop import AgentLoop, FirstStep, Switch
 from services.orchestrator.turn.model_step import TurnWrites
@@ -192,7 +193,7 @@ class Inputs:
         if not agents.multi_agent_mode:
             return Switch(agents.entry, "single-agent mode", None, "mode")
         if message.HasField("agent_type") and message.agent_type:
-            return Switch(message.agent_type, "requested by the user", None, "explicit")
+            return Switch(message.agent_type, NAMED, None, "explicit")
         return None
 
     def ahead(self, message: pb.UserMessage) -> AgentAhead | None:

@@ -13,10 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.orchestrator.agents.templates import AgentTemplate
+from services.orchestrator.agents.templates import ORCHESTRATOR, AgentTemplate
 from services.orchestrator.state.store import SessionRow, SessionStore, StoredMessage
 
 ERROR_CHARS = 500
+NAMED = "requested by the user"
+"""Why the session switches to the agent a user message names."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,17 @@ def handover_for(context: SessionContext, agent: str) -> Handover:
     if switch.get("to_agent") != agent or switch.get("from_agent") == agent:
         return Handover(metadata=context.metadata)
     return Handover(switch["from_agent"], switch.get("reason", ""), context.metadata)
+
+
+def handed_again(handover: Handover, agent: str, multi_agent: bool) -> bool:
+    """Whether the next message naming ``agent`` hands it the session as ``handover`` did
+    (the system prompt says who had it and why). In multi-agent mode another agent's task
+    ends by giving the session back to the orchestrator, and the next message naming it
+    switches to it anew, for the reason ``NAMED``; otherwise nothing switches and the
+    hand-over stays as it was."""
+    if not multi_agent or agent == ORCHESTRATOR:
+        return True
+    return handover.previous_agent == ORCHESTRATOR and handover.reason == NAMED
 
 
 def _text(value: Any) -> str:

@@ -49,6 +49,7 @@ from services.orchestrator.turn.file_rules import check_paths
 from services.orchestrator.turn.handover import (
     Handover,
     SessionContext,
+    handed_again,
     handover_for,
     read_turn,
     session_context,
@@ -419,6 +420,7 @@ class AgentLoop:
                 handover,
                 first.ready if first else None,
                 self._budgets.get(sid),
+                handed_again(handover, template.name, self.agents.multi_agent_mode),
             )
         )
 

@@ -85,6 +85,9 @@ class ModelCall:
     """The turn's first writes: no event of the answer before they are committed."""
     budget: Budget | None
     """The turn's counters: the call's tokens are added."""
+    handed_again: bool = True
+    """The next message naming this agent hands it the session as this call was told
+    (``handover.handed_again``): an answer here is a guess of that message's request."""
 
 
 class ModelStep:
@@ -229,8 +232,9 @@ class ModelStep:
             final = answer()  # counted once, for its row and its next prompt's room
             final = replace(final, tokens=final.token_count, reasoning_tokens=final.reasoning_count)
             await self.store.add_message(sid, final, flush=False)
-            # Tools chosen per query (retrieval) leave nothing to guess the next request by.
-            if self.llm.early and template.tool_policy.mode != "retrieval":
+            # Tools chosen per query (retrieval) leave nothing to guess the next request by,
+            # nor does a system prompt the next message's hand-over will change.
+            if self.llm.early and template.tool_policy.mode != "retrieval" and ask.handed_again:
                 reasoning = template.send_reasoning
                 alone = fitted.messages[0] if len(fitted.messages) == 1 else None
                 room = Room(
