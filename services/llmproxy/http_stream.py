@@ -9,6 +9,15 @@ sending the request another tenth; aiohttp reads the same bytes with its C parse
 Proxy variables are read once, when the session opens: aiohttp's ``trust_env`` reads
 them and ``~/.netrc`` again on every request, in a worker thread (a third of llmproxy's
 CPU with 1,000 live sessions).
+
+A request that meets a pooled connection the upstream is closing is sent again at once, once.
+Servers close a keep-alive connection after its idle timeout (uvicorn and Node: 5 s, against
+aiohttp's 15), and a request written as that close crosses it fails before any response
+byte: ``ServerDisconnectedError``, or ``ClientOSError`` when the body's write met the close
+(a connection that could not be made is neither, and is not sent again here). Left to the
+model-call retry it waited its back-off, 0.25-0.375 s on that turn's first token; the
+bench's live passes met it 1-5 times a run after their idle gaps. Go's HTTP client resends
+such a request on its own; a second failure is the caller's, with its back-off.
 """
 
 from __future__ import annotations
@@ -102,18 +111,24 @@ class StreamingHttp:
         """POST ``body``; yields the response body to read as it arrives. ``seconds`` bounds
         the connection and every wait for bytes (as the SDK's timeout does), not the whole
         stream. A status other than 2xx raises ``UpstreamStatus``."""
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=seconds, sock_read=seconds)
-        async with self._client().post(
-            self.url,
-            data=orjson.dumps(body),
-            headers=self.headers,
-            timeout=timeout,
-        ) as response:
+        limits = aiohttp.ClientTimeout(total=None, sock_connect=seconds, sock_read=seconds)
+        data = orjson.dumps(body)
+        try:
+            response = await self._send(data, limits)
+        except aiohttp.ClientConnectorError:
+            raise  # no connection was made: the caller's back-off decides
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+            response = await self._send(data, limits)  # a pooled connection closed while idle
+        async with response:
             if response.status >= 300:
                 message, code = error_details(response.status, await response.read())
                 wait = retry_after({k.lower(): v for k, v in response.headers.items()})
                 raise UpstreamStatus(response.status, message, code, wait)
             yield response.content
+
+    async def _send(self, data: bytes, limits: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
+        """The response, its head read."""
+        return await self._client().post(self.url, data=data, headers=self.headers, timeout=limits)
 
     async def close(self) -> None:
         """Close the session and its connections."""
