@@ -169,7 +169,7 @@ class Sections:
         print(f"bench: {name} took {self.timings[name]} s", file=sys.stderr, flush=True)
 
 
-async def run(k: dict[str, Any]) -> tuple[Sections, dict[str, int]]:
+async def run(k: dict[str, Any]) -> tuple[Sections, dict[str, tuple[int, str]]]:
     """Every section against one mesh (plus the single-agent one for TTFT)."""
     pace = int(k["token_delay_ms"])
     async with embedded_server() as server, running_mesh(server.dsn, token_delay_ms=pace) as mesh:
@@ -214,7 +214,8 @@ async def run(k: dict[str, Any]) -> tuple[Sections, dict[str, int]]:
             sections.speeds["end"] = loop_ms()
         finally:
             await upstream.close()
-    return sections, dict(mesh.problems.most_common(20))
+    problems = mesh.problems.most_common(20)
+    return sections, {name: (count, mesh.first_fields[name]) for name, count in problems}
 
 
 async def main(argv: list[str] | None = None) -> int:
@@ -226,8 +227,8 @@ async def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     sections, problems = await run(k)
     figures = sections.figures
-    for problem, count in problems.items():
-        print(f"bench: mesh logged {count} x {problem}", file=sys.stderr)
+    for problem, (count, first) in problems.items():
+        print(f"bench: mesh logged {count} x {problem} (the first: {first})", file=sys.stderr)
     settings = {
         "SCRIPTED_MODEL_TOKEN_DELAY_MS": k["token_delay_ms"],
         "MULTI_AGENT_MODE": "true (one TTFT row: false)" if k["single_agent_mesh"] else "true",
@@ -244,7 +245,7 @@ async def main(argv: list[str] | None = None) -> int:
     settings[f"box speed, ms for {LOOP_STEPS:,} Python loop steps before each section"] = (
         sections.speeds
     )
-    extra = {"mesh_log_problems": problems}
+    extra = {"mesh_log_problems": {name: count for name, (count, _) in problems.items()}}
     publish(figures, settings, args.results_dir, latest, extra=extra)
     return 1 if any(f.name == "error" for f in figures) else 0
 

@@ -34,6 +34,8 @@ PGDATA = DATA_DIR / "postgres"
 METRICS_OFFSET = 7
 GRPC_SERVICES = ("ORCHESTRATOR", "TOOLSEARCH", "HITL", "LLMPROXY")
 READY_SECONDS = 120
+FIELDS_SHOWN = 200
+"""Characters of a problem's first ``fields`` the bench prints."""
 
 
 def raise_open_file_limit() -> int:
@@ -65,6 +67,9 @@ class BenchMesh:
     output: deque[str] = field(default_factory=lambda: deque(maxlen=300))
     problems: Counter[str] = field(default_factory=Counter)
     """Warning and error log lines of the children, counted by service, level and message."""
+    first_fields: dict[str, str] = field(default_factory=dict)
+    """Each problem's first line's ``fields`` (what the count alone does not say: which
+    error a retry met), shortened."""
     unhandled: Counter[str] = field(default_factory=Counter)
     """Lines (JSON or not) that show an unhandled exception, counted by service and marker."""
 
@@ -119,8 +124,9 @@ def unhandled_marker(text: str) -> str | None:
     return f"{service}: {marker}"
 
 
-def _problem(text: str) -> str | None:
-    """``service level: msg`` for a warning or error JSON log line, else None."""
+def _problem(text: str) -> tuple[str, str] | None:
+    """(``service level: msg``, its ``fields`` shortened) for a warning or error JSON log
+    line, else None."""
     if '"level": "warning"' not in text and '"level": "error"' not in text:
         return None  # most lines: skip the JSON parse
     try:
@@ -129,7 +135,8 @@ def _problem(text: str) -> str | None:
         return None
     # The first line only: a traceback or a task name would make every line unique.
     message = str(entry.get("msg")).splitlines()[0][:120] if entry.get("msg") else ""
-    return f"{entry.get('service')} {entry.get('level')}: {message}"
+    fields = json.dumps(entry.get("fields") or {}, sort_keys=True)[:FIELDS_SHOWN]
+    return f"{entry.get('service')} {entry.get('level')}: {message}", fields
 
 
 async def _drain(stream: asyncio.StreamReader, mesh: BenchMesh, ready: asyncio.Event) -> None:
@@ -140,7 +147,8 @@ async def _drain(stream: asyncio.StreamReader, mesh: BenchMesh, ready: asyncio.E
         mesh.output.append(text)
         problem = _problem(text)
         if problem is not None:
-            mesh.problems[problem] += 1
+            mesh.problems[problem[0]] += 1
+            mesh.first_fields.setdefault(*problem)
         unhandled = unhandled_marker(text)
         if unhandled is not None:
             mesh.unhandled[unhandled] += 1

@@ -10,14 +10,18 @@ Proxy variables are read once, when the session opens: aiohttp's ``trust_env`` r
 them and ``~/.netrc`` again on every request, in a worker thread (a third of llmproxy's
 CPU with 1,000 live sessions).
 
-A request that meets a pooled connection the upstream is closing is sent again at once, once.
+A request that meets a pooled connection the upstream is closing is sent again at once, once,
+on a new connection of its own.
 Servers close a keep-alive connection after its idle timeout (uvicorn and Node: 5 s, against
 aiohttp's 15), and a request written as that close crosses it fails before any response
 byte: ``ServerDisconnectedError``, or ``ClientOSError`` when the body's write met the close
 (a connection that could not be made is neither, and is not sent again here). Left to the
 model-call retry it waited its back-off, 0.25-0.375 s on that turn's first token; the
 bench's live passes met it 1-5 times a run after their idle gaps. Go's HTTP client resends
-such a request on its own; a second failure is the caller's, with its back-off.
+such a request on its own; a second failure is the caller's, with its back-off. The resend
+does not take another pooled connection: connections a burst used together go idle together
+and the upstream closes them in the same instant, so the next one in the pool is likely as
+stale (the bench still logged a back-off retry a run when it did).
 """
 
 from __future__ import annotations
@@ -97,12 +101,19 @@ class StreamingHttp:
             "User-Agent": USER_AGENT,
         }
         self._session: aiohttp.ClientSession | None = None
+        self._unpooled: aiohttp.ClientSession | None = None
+        """For a resend: each request on a new connection, closed after its response."""
 
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
-            self._session = aiohttp.ClientSession(connector=connector, proxy=env_proxy(self.url))
-        return self._session
+    def _client(self, *, pooled: bool = True) -> aiohttp.ClientSession:
+        session = self._session if pooled else self._unpooled
+        if session is None or session.closed:
+            connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, force_close=not pooled)
+            session = aiohttp.ClientSession(connector=connector, proxy=env_proxy(self.url))
+            if pooled:
+                self._session = session
+            else:
+                self._unpooled = session
+        return session
 
     @contextlib.asynccontextmanager
     async def post(
@@ -118,7 +129,8 @@ class StreamingHttp:
         except aiohttp.ClientConnectorError:
             raise  # no connection was made: the caller's back-off decides
         except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
-            response = await self._send(data, limits)  # a pooled connection closed while idle
+            # a pooled connection closed while idle: again, on a connection of its own
+            response = await self._send(data, limits, pooled=False)
         async with response:
             if response.status >= 300:
                 message, code = error_details(response.status, await response.read())
@@ -126,12 +138,16 @@ class StreamingHttp:
                 raise UpstreamStatus(response.status, message, code, wait)
             yield response.content
 
-    async def _send(self, data: bytes, limits: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
+    async def _send(
+        self, data: bytes, limits: aiohttp.ClientTimeout, *, pooled: bool = True
+    ) -> aiohttp.ClientResponse:
         """The response, its head read."""
-        return await self._client().post(self.url, data=data, headers=self.headers, timeout=limits)
+        client = self._client(pooled=pooled)
+        return await client.post(self.url, data=data, headers=self.headers, timeout=limits)
 
     async def close(self) -> None:
-        """Close the session and its connections."""
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        """Close the sessions and their connections."""
+        for session in (self._session, self._unpooled):
+            if session is not None:
+                await session.close()
+        self._session = self._unpooled = None

@@ -3,8 +3,9 @@
 An HTTP server closes a keep-alive connection after its idle timeout (uvicorn and Node 5 s);
 a request written as that close crosses it fails before any response byte with aiohttp's
 ``ServerDisconnectedError``. The upstream never saw the request, so the stream sends it
-again on another connection instead of leaving it to the model-call retry and its back-off
-(a quarter of a second or more on a turn's first token).
+again on a new connection of its own instead of leaving it to the model-call retry and its
+back-off (a quarter of a second or more on a turn's first token); not on another pooled
+one, which went idle with it and is closed with it.
 """
 
 from __future__ import annotations
@@ -99,6 +100,24 @@ async def test_a_closed_pooled_connection_is_retried_on_another_at_once(
     assert closes_after_one.connections == 2
 
 
+async def test_the_resend_takes_a_new_connection_not_another_pooled_one(
+    closes_after_one: Upstream,
+) -> None:
+    """Two connections used together go idle together: the first request after finds both
+    closing; its resend on the second pooled one would fail as well."""
+    http = StreamingHttp(f"http://127.0.0.1:{closes_after_one.port}/v1", "key")
+    try:
+        assert list(await asyncio.gather(_read(http), _read(http))) == [BODY, BODY]
+        assert closes_after_one.connections == 2  # both kept in the pool
+        assert await _read(http) == BODY  # a pooled one closes; the resend opens a third
+        assert await _read(http) == BODY  # the other pooled one closes; a fourth
+    finally:
+        await http.close()
+    assert closes_after_one.connections == 4
+    assert closes_after_one.requests == 6
+    assert closes_after_one.answered == 4
+
+
 async def test_an_upstream_that_closes_every_request_is_asked_twice_then_it_is_an_error(
     closes_every_one: Upstream,
 ) -> None:
@@ -119,11 +138,13 @@ class CountedSends(StreamingHttp):
         super().__init__(url, "key")
         self.error, self.failures, self.sends = error, failures, 0
 
-    async def _send(self, data: bytes, limits: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
+    async def _send(
+        self, data: bytes, limits: aiohttp.ClientTimeout, *, pooled: bool = True
+    ) -> aiohttp.ClientResponse:
         self.sends += 1
         if self.error is not None and self.sends <= self.failures:
             raise self.error
-        return await super()._send(data, limits)
+        return await super()._send(data, limits, pooled=pooled)
 
 
 async def test_a_body_write_that_met_the_close_is_sent_again(closes_after_one: Upstream) -> None:
