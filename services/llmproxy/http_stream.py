@@ -100,19 +100,16 @@ class StreamingHttp:
             "Accept": "text/event-stream",
             "User-Agent": USER_AGENT,
         }
-        self._session: aiohttp.ClientSession | None = None
-        self._unpooled: aiohttp.ClientSession | None = None
-        """For a resend: each request on a new connection, closed after its response."""
+        self._sessions: dict[bool, aiohttp.ClientSession] = {}
+        """By ``pooled``: False is for a resend, each request on a new connection closed
+        after its response."""
 
     def _client(self, *, pooled: bool = True) -> aiohttp.ClientSession:
-        session = self._session if pooled else self._unpooled
+        session = self._sessions.get(pooled)
         if session is None or session.closed:
             connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, force_close=not pooled)
             session = aiohttp.ClientSession(connector=connector, proxy=env_proxy(self.url))
-            if pooled:
-                self._session = session
-            else:
-                self._unpooled = session
+            self._sessions[pooled] = session
         return session
 
     @contextlib.asynccontextmanager
@@ -147,7 +144,6 @@ class StreamingHttp:
 
     async def close(self) -> None:
         """Close the sessions and their connections."""
-        for session in (self._session, self._unpooled):
-            if session is not None:
-                await session.close()
-        self._session = self._unpooled = None
+        sessions, self._sessions = list(self._sessions.values()), {}
+        for session in sessions:
+            await session.close()
