@@ -4,7 +4,10 @@ kept when the upstream is paced, and what each process spends in CPU per 1,000 t
 Each session asks the coder directly (``agent_type``: no routing call) for an answer of
 ``tokens`` words. Unpaced, the upstream sends as fast as it can, so the figure is the
 mesh's own ceiling; paced, every session's upstream sends ``paced_rate`` tokens/s and the
-figure is the share of that pace the IDE still sees. Tokens are words received (the
+figure is the share of that pace the IDE still sees: of the pace the model itself kept in
+each session's stream (its log of when each stream's words went out), beside the share of
+its nominal pace. The model shares the box with the mesh and falls behind its own schedule
+when the box is full; an upstream elsewhere would not. Tokens are words received (the
 runtime may join several into one event). CPU is counted over the unpaced levels only:
 a paced run spends most of its time waiting.
 """
@@ -16,6 +19,7 @@ import statistics
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from bench.procs import cpu_delta, snapshot
 from bench.report import Figure, first_error, num, percentile
@@ -42,6 +46,8 @@ class Level:
     refused: list[str]
     wall: float
     cpu: dict[str, float] = field(default_factory=dict)
+    sessions: list[str] = field(default_factory=list)
+    """The session of each turn, in the same order."""
 
     @property
     def tokens(self) -> int:
@@ -61,14 +67,16 @@ async def run_level(
     try:
         before = snapshot(processes)
         started = time.perf_counter()
+        # The session's id in its message: the model's stream log names the stream's session.
         turns = await asyncio.gather(
-            *(streamed_turn(ide, f"{marker} {i}", "coder") for i, ide in enumerate(sockets))
+            *(streamed_turn(ide, f"{marker} {ide.session_id}", "coder") for ide in sockets)
         )
         wall = time.perf_counter() - started
         after = snapshot(processes)
     finally:
         await close_many(sockets)
-    return Level(list(turns), refused, wall, cpu_delta(before, after))
+    names = [ide.session_id for ide in sockets]
+    return Level(list(turns), refused, wall, cpu_delta(before, after), names)
 
 
 def _errors(level: Level) -> str:
@@ -100,19 +108,52 @@ def _unpaced_figure(sessions: int, level: Level) -> Figure:
     return Figure(SECTION, _level_name(sessions), value + _errors(level), "tokens/s", data, target)
 
 
-def _paced_figure(sessions: int, rate: float, direct_rate: float, level: Level) -> Figure:
-    """The pace each session kept from its first token to its last, as a share of the
-    direct stream's (p50 and the worst 5 %); time to first token is measured apart."""
-    rates = (pace(t.tokens, t.first_token_s, t.last_token_s) for t in level.turns)
-    kept = [r / direct_rate * 100 for r in rates if r is not None]
+def own_paces(sessions: Sequence[str], streams: Sequence[Mapping[str, Any]]) -> list[float | None]:
+    """Per session, the pace (tokens/s, first to last word) the model's own stream for it
+    kept, from the model's stream log (``Upstream.streams``); None when not logged."""
+    paces: list[float | None] = []
+    for session in sessions:
+        sent = next((s for s in streams if session in str(s.get("last_user", ""))), None)
+        if sent is None:
+            paces.append(None)
+            continue
+        paces.append(pace(int(sent["writes"]), float(sent["first_at"]), float(sent["last_at"])))
+    return paces
+
+
+def _paced_figure(
+    sessions: int,
+    rate: float,
+    direct_rate: float,
+    level: Level,
+    streams: Sequence[Mapping[str, Any]],
+) -> Figure:
+    """The pace each session kept from its first token to its last, as a share of the pace
+    the model's stream for it kept (p50 and the worst 5 %), and of the direct stream's;
+    time to first token is measured apart."""
+    rates = [pace(t.tokens, t.first_token_s, t.last_token_s) for t in level.turns]
+    own = own_paces(level.sessions, streams)
+    kept = [r / o * 100 for r, o in zip(rates, own, strict=True) if r and o]
+    nominal = [r / direct_rate * 100 for r in rates if r is not None]
+    model_kept = [o / direct_rate * 100 for o in own if o is not None]
     p50, p5 = percentile(kept, 50), percentile(kept, 5)
-    value = f"p50 {num(p50)} · p5 {num(p5)}" + _errors(level)
+    value = (
+        f"p50 {num(p50)} · p5 {num(p5)} of the model's own pace (of its nominal pace: "
+        f"p50 {num(percentile(nominal, 50))} · p5 {num(percentile(nominal, 5))}; the model "
+        f"itself kept p50 {num(percentile(model_kept, 50))} · p5 "
+        f"{num(percentile(model_kept, 5))})"
+    ) + _errors(level)
     data = {
         "sessions": sessions,
         "pace_tokens_per_s": rate,
         "direct_tokens_per_s": direct_rate,
         "kept_p50": p50,
         "kept_p5": p5,
+        "streams_logged": len(model_kept),
+        "kept_of_nominal_p50": percentile(nominal, 50),
+        "kept_of_nominal_p5": percentile(nominal, 5),
+        "model_kept_p50": percentile(model_kept, 50),
+        "model_kept_p5": percentile(model_kept, 5),
         "aggregate_tokens_per_s": level.tokens / level.wall,
         "errors": len(level.failures),
     }
@@ -203,6 +244,8 @@ async def measure(
             {"tokens": direct.tokens, "seconds": direct.seconds},
         )
     )
+    await upstream.forget_streams()
     level = await run_level(gateway, processes, paced_sessions, PACED)
-    figures.append(_paced_figure(paced_sessions, rate, direct_rate, level))
+    streams = await upstream.streams()
+    figures.append(_paced_figure(paced_sessions, rate, direct_rate, level, streams))
     return figures

@@ -61,6 +61,17 @@ class Upstream:
         """Drop the model's log of received requests (kept for tests; it grows per call)."""
         (await self.http.delete("/_scripted/requests")).raise_for_status()
 
+    async def streams(self) -> list[dict[str, Any]]:
+        """When the model's latest streams sent their content: each one's last user text,
+        content ``writes`` and the wall-clock ``first_at`` / ``last_at`` of them."""
+        reply = await self.http.get("/_scripted/streams")
+        reply.raise_for_status()
+        return list(reply.json())
+
+    async def forget_streams(self) -> None:
+        """Drop the model's log of streams' timing."""
+        (await self.http.delete("/_scripted/streams")).raise_for_status()
+
     async def route_instantly(self) -> None:
         """Answer every routing (classification) call with JSON at no pace."""
         await self.enqueue(

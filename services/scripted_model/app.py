@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import re
 import signal
@@ -134,7 +135,8 @@ class _Handlers:
                 code="context_length_exceeded",
             )
         last_user: dict[str, Any] = next((m for m in reversed(messages) if m["role"] == "user"), {})
-        scenario = self.state.take(content_text(last_user.get("content")))
+        last_user_text = content_text(last_user.get("content"))
+        scenario = self.state.take(last_user_text)
         if scenario is None:
             scenario = default_scenario(body)
         elif scenario.text is None and not scenario.tool_calls and scenario.error is None:
@@ -171,9 +173,11 @@ class _Handlers:
             return JSONResponse(completion_object(completion_id, created, model, reply))
         delay_ms = scenario.token_delay_ms
         delay = (self.settings.token_delay_ms if delay_ms is None else delay_ms) / 1000
+        pacing = (delay, first_delay or delay, scenario.disconnect_after_chunks)
+        on_sent = functools.partial(self.state.record_stream, last_user_text)
         if scenario.raw_chunks is not None:
             raw = [dict(c) for c in scenario.raw_chunks]
-            return EventStream(raw, delay, first_delay or delay, scenario.disconnect_after_chunks)
+            return EventStream(raw, *pacing, on_sent=on_sent)
         options = body.get("stream_options")
         include_usage = isinstance(options, dict) and options.get("include_usage") is True
         chunks = stream_chunks(
@@ -184,7 +188,7 @@ class _Handlers:
             chunk_size=scenario.chunk_size,
             include_usage=include_usage,
         )
-        return EventStream(chunks, delay, first_delay or delay, scenario.disconnect_after_chunks)
+        return EventStream(chunks, *pacing, on_sent=on_sent)
 
     async def models(self, request: Request) -> Response:
         model = {
@@ -246,6 +250,11 @@ class _Handlers:
             return JSONResponse({"cleared": self.state.clear_requests()})
         return JSONResponse(self.state.requests)
 
+    async def streams(self, request: Request) -> Response:
+        if request.method == "DELETE":
+            return JSONResponse({"cleared": self.state.clear_streams()})
+        return JSONResponse(self.state.streams)
+
     async def health(self, request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
@@ -272,6 +281,7 @@ def create_app(
         Route("/v1/embeddings", handlers.embeddings, methods=["POST"]),
         Route("/_scripted/scenarios", handlers.scenarios, methods=["GET", "POST", "DELETE"]),
         Route("/_scripted/requests", handlers.requests, methods=["GET", "DELETE"]),
+        Route("/_scripted/streams", handlers.streams, methods=["GET", "DELETE"]),
         Route("/health", handlers.health, methods=["GET"]),
     ]
     handlers_map = {RequestRefused: _bad_request, HTTPException: _http_exception}

@@ -14,7 +14,8 @@ import math
 import random
 import re
 import string
-from collections.abc import AsyncIterator, Mapping, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -299,6 +300,15 @@ def sse_event(data: JsonObject | str) -> bytes:
     return f"data: {data}\n\n".encode()
 
 
+def has_content(chunk: Any) -> bool:
+    """Whether a (possibly malformed, raw) chunk carries content text."""
+    choices = chunk.get("choices") if isinstance(chunk, dict) else None
+    if not isinstance(choices, list):
+        return False
+    deltas = (c.get("delta") for c in choices if isinstance(c, dict))
+    return any(isinstance(d, dict) and bool(d.get("content")) for d in deltas)
+
+
 def due_after(position: int, first_delay: float, delay: float) -> float:
     """Seconds from the stream's start to chunk ``position``: on a schedule, as a model
     generates, so a late write (a busy box) does not push every later chunk back and the
@@ -313,13 +323,24 @@ class EventStream(StreamingResponse):
 
     Returning from `stream_response` without the final empty body message makes
     uvicorn close the connection, so the client sees an incomplete chunked body.
+    `on_sent`, when given, is told the wall-clock times (``time.time()``) at which the
+    chunks that carry content text were handed to the server, once the body ends: what
+    the model actually sent, late or not, for a caller that compares a pace kept
+    downstream with the pace the upstream itself kept.
     """
 
     def __init__(
-        self, chunks: list[dict[str, Any]], delay: float, first_delay: float, cut_after: int | None
+        self,
+        chunks: list[dict[str, Any]],
+        delay: float,
+        first_delay: float,
+        cut_after: int | None,
+        on_sent: Callable[[list[float]], None] | None = None,
     ) -> None:
         self._chunks, self._delay, self._first_delay = chunks, delay, first_delay
         self._cut_after = cut_after
+        self._on_sent = on_sent
+        self._sent: list[float] = []
         super().__init__(
             self._paced(), media_type="text/event-stream", headers={"cache-control": "no-cache"}
         )
@@ -339,17 +360,27 @@ class EventStream(StreamingResponse):
                 rest = [sse_event(c) for c in chunks[position:]]
                 if finished:
                     rest.append(sse_event("[DONE]"))
+                self._note(chunks[position:])
                 yield b"".join(rest)
                 return
+            self._note((chunk,))
             yield sse_event(chunk)
         if finished:
             yield sse_event("[DONE]")
+
+    def _note(self, chunks: Sequence[Any]) -> None:
+        if self._on_sent is not None and any(map(has_content, chunks)):
+            self._sent.append(time.time())
 
     async def stream_response(self, send: Send) -> None:
         await send(
             {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
         )
-        async for chunk in self.body_iterator:
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        try:
+            async for chunk in self.body_iterator:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        finally:
+            if self._on_sent is not None and self._sent:
+                self._on_sent(self._sent)
         if self._cut_after is None:
             await send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -10,7 +10,7 @@ from __future__ import annotations
 import collections
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -210,8 +210,38 @@ burst passes saw every process of the mesh spend 20-30 % more CPU in the live pa
 them (the 1,000-session turn at 3-3.7x the 100-session one instead of 1.8x)."""
 
 
+class _Log:
+    """The latest ``REQUEST_LOG`` entries of one kind, guarded by a lock of its own."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: collections.deque[dict[str, Any]] = collections.deque(maxlen=REQUEST_LOG)
+
+    def append(self, entry: dict[str, Any]) -> None:
+        with self._lock:
+            self._entries.append(entry)
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Most recent last (a copy)."""
+        with self._lock:
+            return list(self._entries)
+
+    def clear(self) -> int:
+        """Forget every entry; returns how many there were."""
+        with self._lock:
+            dropped = len(self._entries)
+            self._entries.clear()
+        return dropped
+
+
+STREAM_TEXT = 200
+"""Characters of a stream's last user message kept in its log entry: enough to tell the
+streams of a benchmark's sessions apart."""
+
+
 class ScriptedModelState:
-    """The scenario queue plus the log of the latest chat-completion requests received.
+    """The scenario queue, the log of the latest chat-completion requests received, and
+    the log of when the latest streams sent their content (``streams``).
 
     Shared by the HTTP control endpoints and in-process tests. A lock guards it
     because tests may drive it from another thread than the server's loop.
@@ -220,7 +250,8 @@ class ScriptedModelState:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._queue: list[_Queued] = []
-        self._requests: collections.deque[dict[str, Any]] = collections.deque(maxlen=REQUEST_LOG)
+        self._requests = _Log()
+        self._streams = _Log()
         self.context_window: int | None = None
         """Set: a prompt of more tokens is refused as OpenAI refuses it (400,
         ``context_length_exceeded``), before any scenario is taken."""
@@ -260,19 +291,35 @@ class ScriptedModelState:
 
     def record(self, body: dict[str, Any]) -> None:
         """Remember a chat-completion request body."""
-        with self._lock:
-            self._requests.append(body)
+        self._requests.append(body)
 
     @property
     def requests(self) -> list[dict[str, Any]]:
         """The latest ``REQUEST_LOG`` chat-completion request bodies, most recent last (a
         copy)."""
-        with self._lock:
-            return list(self._requests)
+        return self._requests.entries()
 
     def clear_requests(self) -> int:
         """Forget the recorded requests; returns how many there were."""
-        with self._lock:
-            dropped = len(self._requests)
-            self._requests.clear()
-        return dropped
+        return self._requests.clear()
+
+    def record_stream(self, last_user_text: str, sent: Sequence[float]) -> None:
+        """Remember when a streamed answer to ``last_user_text`` handed its content writes
+        to the server (wall-clock seconds): the pace the model itself kept."""
+        self._streams.append(
+            {
+                "last_user": last_user_text[:STREAM_TEXT],
+                "writes": len(sent),
+                "first_at": sent[0],
+                "last_at": sent[-1],
+            }
+        )
+
+    @property
+    def streams(self) -> list[dict[str, Any]]:
+        """The latest ``REQUEST_LOG`` streams' content timing, most recent last (a copy)."""
+        return self._streams.entries()
+
+    def clear_streams(self) -> int:
+        """Forget the streams' timing; returns how many there were."""
+        return self._streams.clear()

@@ -13,7 +13,7 @@ import pytest
 
 from services.scripted_model import Scenario, ToolCallSpec
 from services.scripted_model.chunks import due_after
-from services.scripted_model.scenarios import REQUEST_LOG, ScriptedModelState
+from services.scripted_model.scenarios import REQUEST_LOG, STREAM_TEXT, ScriptedModelState
 from services.scripted_model.testing import ScriptedModelHandle, running_scripted_model
 
 MODEL = "codelab-scripted"
@@ -454,3 +454,45 @@ def test_the_request_log_keeps_the_latest_bodies() -> None:
     assert (kept[0]["index"], kept[-1]["index"]) == (5, REQUEST_LOG + 4)
     assert state.clear_requests() == REQUEST_LOG
     assert state.requests == []
+
+
+async def test_the_streams_log_says_when_the_content_went_out(
+    model: ScriptedModelHandle, client: openai.AsyncOpenAI
+) -> None:
+    """What a bench compares a pace kept downstream with: the model's own, late or not."""
+    model.state.clear_streams()
+    model.state.enqueue(
+        {"match": "paced", "text": "one two three four five", "token_delay_ms": 20},
+        {"match": "cut", "text": "a b c d e f", "token_delay_ms": 5, "disconnect_after_chunks": 4},
+        {"match": "whole", "text": "six seven eight"},
+    )
+    stream = await client.chat.completions.create(
+        model=MODEL, messages=user("paced please"), stream=True
+    )
+    words = [c.choices[0].delta.content async for c in stream if c.choices]
+    assert "".join(w or "" for w in words) == "one two three four five"
+    with pytest.raises(openai.APIError):
+        cut = await client.chat.completions.create(model=MODEL, messages=user("cut"), stream=True)
+        async for _ in cut:
+            pass
+    await client.chat.completions.create(model=MODEL, messages=user("whole"), stream=True)
+    await client.chat.completions.create(model=MODEL, messages=user("not streamed"))
+    async with httpx.AsyncClient(base_url=model.root_url) as http:
+        streams = (await http.get("/_scripted/streams")).json()
+        paced, cut_short, whole = streams
+        assert paced["last_user"] == "paced please" and paced["writes"] == 5
+        # Four gaps of 20 ms between the first word and the last, on the model's schedule.
+        assert 0.075 <= paced["last_at"] - paced["first_at"] < 1.0
+        # The role chunk and three words went out before the cut.
+        assert cut_short["last_user"] == "cut" and cut_short["writes"] == 3
+        # Unpaced: the rest of the answer is one write.
+        assert whole["writes"] == 1 and whole["first_at"] == whole["last_at"]
+        assert (await http.delete("/_scripted/streams")).json() == {"cleared": 3}
+        assert (await http.get("/_scripted/streams")).json() == []
+
+
+def test_a_streams_last_user_message_is_kept_short() -> None:
+    state = ScriptedModelState()
+    state.record_stream("x" * 5000, [1.0, 2.0])
+    (entry,) = state.streams
+    assert entry == {"last_user": "x" * STREAM_TEXT, "writes": 2, "first_at": 1.0, "last_at": 2.0}

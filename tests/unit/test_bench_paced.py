@@ -1,0 +1,54 @@
+"""The paced level's figure: each session's pace against the pace the model's own stream
+for it kept (from the model's stream log), beside the share of the nominal pace."""
+
+from __future__ import annotations
+
+import math
+
+from pytest import approx
+
+from bench.sessions import Turn
+from bench.throughput import Level, _paced_figure, own_paces
+
+
+def turn(first: float, last: float, tokens: int = 101) -> Turn:
+    return Turn(tokens=tokens, events=tokens, first_token_s=first, last_token_s=last)
+
+
+def stream(session: str, first: float, last: float, writes: int = 101) -> dict[str, object]:
+    return {
+        "last_user": f"bench-paced {session}",
+        "writes": writes,
+        "first_at": first,
+        "last_at": last,
+    }
+
+
+def test_a_session_is_matched_to_its_own_stream_not_one_whose_id_it_begins() -> None:
+    streams = [stream("s-71-9", 0.0, 4.0), stream("s-7-9", 10.0, 12.0)]
+    assert own_paces(["s-7-9", "s-71-9", "s-8-9"], streams) == [50.0, 25.0, None]
+
+
+def test_the_mesh_is_judged_by_the_pace_the_model_itself_kept() -> None:
+    # Session a: the model sent its 100 gaps in 2.0 s (its nominal 50 tokens/s), the IDE
+    # saw them in 2.0 s. Session b: the model fell behind (2.5 s: 40 tokens/s) and the IDE
+    # saw them in 2.5 s: the mesh kept all of b's pace, the IDE saw 80 % of the nominal.
+    level = Level([turn(0.3, 2.3), turn(0.3, 2.8)], [], 3.0, sessions=["a-1", "b-1"])
+    streams = [stream("a-1", 100.0, 102.0), stream("b-1", 100.0, 102.5)]
+    figure = _paced_figure(2, 50.0, 50.0, level, streams)
+    assert figure.data["kept_p50"] == approx(100.0) and figure.data["kept_p5"] == approx(100.0)
+    # p5 of two sessions, 100 % and 80 %, by linear interpolation.
+    assert figure.data["kept_of_nominal_p5"] == approx(81.0)
+    assert figure.data["model_kept_p5"] == approx(81.0)
+    assert figure.value.startswith("p50 100.0 · p5 100.0 of the model's own pace")
+    assert figure.target == ">= 95 % at 100 sessions"
+
+
+def test_a_stream_the_model_did_not_log_is_left_out_not_counted_as_kept() -> None:
+    level = Level([turn(0.3, 2.3), turn(0.3, 4.3)], [], 5.0, sessions=["a-1", "b-1"])
+    figure = _paced_figure(2, 50.0, 50.0, level, [stream("a-1", 0.0, 2.0)])
+    assert figure.data["streams_logged"] == 1
+    assert figure.data["kept_p5"] == approx(100.0)
+    assert figure.data["kept_of_nominal_p5"] == approx(52.5)
+    nothing = _paced_figure(2, 50.0, 50.0, level, [])
+    assert math.isnan(nothing.data["kept_p50"]) and nothing.data["streams_logged"] == 0
