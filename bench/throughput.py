@@ -15,6 +15,8 @@ a paced run spends most of its time waiting.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import math
 import statistics
 import time
 from collections.abc import Mapping, Sequence
@@ -35,6 +37,10 @@ ONE_SESSION_TARGET = ">= 5,000 tokens/s"
 ONE_SESSION_RUNS = 5
 AGGREGATE_TARGET = ">= 10,000 tokens/s at 100 sessions"
 PACE_TARGET = ">= 95 % at 100 sessions"
+PACED_ROUNDS = 3
+"""Rounds of the paced level: one round's p5 moved from 91 to 100 % between rounds a minute
+apart on the same code (decisions.md), so the table shows the round with the median p5 and
+every round's p5 beside it, as the live pass shows its passes."""
 CPU_TARGET = "<= 0.15 s (mesh total)"
 
 
@@ -142,7 +148,7 @@ def _paced_figure(
         f"p50 {num(percentile(nominal, 50))} · p5 {num(percentile(nominal, 5))}; the model "
         f"itself kept p50 {num(percentile(model_kept, 50))} · p5 "
         f"{num(percentile(model_kept, 5))})"
-    ) + _errors(level)
+    )
     data = {
         "sessions": sessions,
         "pace_tokens_per_s": rate,
@@ -156,9 +162,29 @@ def _paced_figure(
         "model_kept_p5": percentile(model_kept, 5),
         "aggregate_tokens_per_s": level.tokens / level.wall,
         "errors": len(level.failures),
+        "first_errors": level.failures[:3],
     }
     name = f"{sessions:,} sessions at a paced {num(rate, 0)} tokens/s each: pace kept"
     return Figure(SECTION, name, value, "% of upstream pace", data, PACE_TARGET)
+
+
+def median_round(rounds: Sequence[Figure]) -> Figure:
+    """The paced round whose p5 is the median (the lower middle of an even count; a round
+    without one counts as the lowest), every round's p5 in the order they ran, and the
+    errors of every round (none is hidden by the choice)."""
+    p5s = [float(f.data["kept_p5"]) for f in rounds]
+    order = sorted(range(len(rounds)), key=lambda n: -1.0 if math.isnan(p5s[n]) else p5s[n])
+    chosen = rounds[order[(len(order) - 1) // 2]]
+    value, data = chosen.value, dict(chosen.data)
+    if len(rounds) > 1:
+        value += f" (median of {len(rounds)} rounds by p5: {', '.join(num(p) for p in p5s)})"
+        data["rounds_p5"] = p5s
+    errors = sum(int(f.data["errors"]) for f in rounds)
+    first = [e for f in rounds for e in f.data["first_errors"]][:3]
+    if errors:
+        value += f", {errors} errors{first_error(first)}"
+    data.update(errors=errors, first_errors=first)
+    return dataclasses.replace(chosen, value=value, data=data)
 
 
 def _cpu_figures(spent: Mapping[str, float], streamed: int) -> list[Figure]:
@@ -244,8 +270,11 @@ async def measure(
             {"tokens": direct.tokens, "seconds": direct.seconds},
         )
     )
-    await upstream.forget_streams()
-    level = await run_level(gateway, processes, paced_sessions, PACED)
-    streams = await upstream.streams()
-    figures.append(_paced_figure(paced_sessions, rate, direct_rate, level, streams))
+    rounds = []
+    for _ in range(PACED_ROUNDS):
+        await upstream.forget_streams()
+        level = await run_level(gateway, processes, paced_sessions, PACED)
+        streams = await upstream.streams()
+        rounds.append(_paced_figure(paced_sessions, rate, direct_rate, level, streams))
+    figures.append(median_round(rounds))
     return figures

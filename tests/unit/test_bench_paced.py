@@ -1,5 +1,6 @@
 """The paced level's figure: each session's pace against the pace the model's own stream
-for it kept (from the model's stream log), beside the share of the nominal pace."""
+for it kept (from the model's stream log), beside the share of the nominal pace; of
+several rounds, the one with the median p5, beside every round's p5 and every error."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import math
 
 from pytest import approx
 
+from bench.report import Figure
 from bench.sessions import Turn
-from bench.throughput import Level, _paced_figure, own_paces
+from bench.throughput import Level, _paced_figure, median_round, own_paces
 
 
 def turn(first: float, last: float, tokens: int = 101) -> Turn:
@@ -52,3 +54,27 @@ def test_a_stream_the_model_did_not_log_is_left_out_not_counted_as_kept() -> Non
     assert figure.data["kept_of_nominal_p5"] == approx(52.5)
     nothing = _paced_figure(2, 50.0, 50.0, level, [])
     assert math.isnan(nothing.data["kept_p50"]) and nothing.data["streams_logged"] == 0
+
+
+def round_of(p5: float, errors: list[str] | None = None) -> Figure:
+    errors = errors or []
+    data = {"kept_p5": p5, "errors": len(errors), "first_errors": errors[:3]}
+    return Figure("Streaming throughput", "pace kept", f"p5 {p5:g}", "%", data, "t")
+
+
+def test_the_median_round_is_shown_with_every_rounds_p5_and_every_error() -> None:
+    rounds = [round_of(99.0), round_of(91.0, ["TIMEOUT: no done"]), round_of(96.0)]
+    figure = median_round(rounds)
+    assert figure.value == (
+        "p5 96 (median of 3 rounds by p5: 99.0, 91.0, 96.0), 1 errors (first: TIMEOUT: no done)"
+    )
+    assert figure.data["rounds_p5"] == [99.0, 91.0, 96.0]
+    assert figure.data["errors"] == 1 and figure.data["first_errors"] == ["TIMEOUT: no done"]
+    assert figure.target == "t"
+
+
+def test_a_round_without_a_p5_counts_as_the_lowest_and_one_round_is_shown_alone() -> None:
+    # An even count takes the lower middle: nan (lowest), 95, 97, 99 -> 95.
+    rounds = [round_of(99.0), round_of(math.nan), round_of(95.0), round_of(97.0)]
+    assert median_round(rounds).value.startswith("p5 95 (median of 4 rounds")
+    assert median_round([round_of(98.0)]).value == "p5 98"
