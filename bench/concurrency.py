@@ -22,7 +22,7 @@ import dataclasses
 import statistics
 from collections.abc import Mapping, Sequence
 
-from bench.report import Figure, first_error, num, spread
+from bench.report import Figure, first_error, lower_median, num, spread
 from bench.sessions import PeakMemory, Turn, close_many, open_many, tool_turn
 from bench.upstream import Upstream
 from clients.python.ide import IdeConnection
@@ -98,8 +98,7 @@ def median_pass(passes: Sequence[list[Figure]]) -> list[Figure]:
     count), its ratio row listing every pass's ratio in the order they ran, and its error
     rows counting the errors of every pass."""
     ratios = [_ratio(figures) for figures in passes]
-    order = sorted(range(len(passes)), key=lambda n: ratios[n])
-    chosen = order[(len(order) - 1) // 2]
+    chosen = lower_median(ratios)
     out: list[Figure] = []
     for figure in passes[chosen]:
         if figure.unit == "ratio" and len(passes) > 1:

@@ -46,6 +46,14 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
+def lower_median(values: Sequence[float]) -> int:
+    """The index of the median of ``values``, the lower middle of an even count (a NaN
+    counts as the lowest): which of several passes or rounds a table shows."""
+    keys = [-math.inf if math.isnan(value) else value for value in values]
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    return order[(len(order) - 1) // 2]
+
+
 def spread(values: Sequence[float]) -> dict[str, float]:
     """p50/p95/p99 plus the sample count, for a figure's ``data``."""
     return {

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import math
 import statistics
 import time
 from collections.abc import Mapping, Sequence
@@ -24,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.procs import cpu_delta, snapshot
-from bench.report import Figure, first_error, num, percentile
+from bench.report import Figure, first_error, lower_median, num, percentile
 from bench.sessions import Turn, close_many, open_many, pace, streamed_turn
 from bench.upstream import MODEL, Upstream, stream_tokens, words
 
@@ -173,8 +172,7 @@ def median_round(rounds: Sequence[Figure]) -> Figure:
     without one counts as the lowest), every round's p5 in the order they ran, and the
     errors of every round (none is hidden by the choice)."""
     p5s = [float(f.data["kept_p5"]) for f in rounds]
-    order = sorted(range(len(rounds)), key=lambda n: -1.0 if math.isnan(p5s[n]) else p5s[n])
-    chosen = rounds[order[(len(order) - 1) // 2]]
+    chosen = rounds[lower_median(p5s)]
     value, data = chosen.value, dict(chosen.data)
     if len(rounds) > 1:
         value += f" (median of {len(rounds)} rounds by p5: {', '.join(num(p) for p in p5s)})"
