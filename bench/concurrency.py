@@ -3,9 +3,10 @@
 Every socket is opened first (all live at once), then every session sends its message
 together. The model calls ``read_file``; the bench, as the IDE, answers; the model then
 sums the result up and the turn ends. Reported per level: errors (anything but a
-completed turn), turn latency from the user's message to the final ``done``, and resident
-memory per session per process (peak while all sessions are live minus the level's start,
-divided by the sessions).
+completed turn), turn latency from the user's message to the final ``done``, the CPU each
+process spent per turn and how busy that kept the box's cores, and resident memory per
+session per process (peak while all sessions are live minus the level's start, divided by
+the sessions).
 
 Two passes. The burst: an unpaced model and every message sent at once, so every turn is
 CPU work queued together and the latency grows with the sessions by construction (a
@@ -20,8 +21,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import statistics
+import time
 from collections.abc import Mapping, Sequence
 
+from bench.procs import Load, cpu_delta, snapshot
 from bench.report import Figure, first_error, lower_median, num, spread
 from bench.sessions import PeakMemory, Turn, close_many, open_many, tool_turn
 from bench.upstream import Upstream
@@ -30,6 +33,8 @@ from clients.python.ide import IdeConnection
 SECTION = "Concurrency"
 PARTS = ("to the tool call", "to the answer's first token", "the answer")
 """``Turn.parts``, as the table names them."""
+CPU_UNIT = "CPU ms / turn"
+"""A level's CPU row: each process's CPU over the level's turns, per turn."""
 
 
 PACED_TOKENS = 40
@@ -103,8 +108,14 @@ def median_pass(passes: Sequence[list[Figure]]) -> list[Figure]:
     for figure in passes[chosen]:
         if figure.unit == "ratio" and len(passes) > 1:
             each = ", ".join(f"{num(r, 2)}x" for r in ratios)
-            value = f"{figure.value} (median of {len(passes)} passes: {each})"
-            data = {**figure.data, "passes": ratios}
+            busy = [_busiest(figures) for figures in passes]
+            known = [b for b in busy if b is not None]
+            cores = ""
+            if len(known) == len(busy):
+                sessions = f"{int(figure.data['high']):,}"
+                cores = f"; the cores busy at {sessions}: {', '.join(num(b, 0) for b in known)} %"
+            value = f"{figure.value} (median of {len(passes)} passes: {each}{cores})"
+            data = {**figure.data, "passes": ratios, "passes_busy_pct": busy}
             figure = dataclasses.replace(figure, value=value, data=data)
         elif figure.unit == "errors" and len(passes) > 1:
             same = [f for figures in passes for f in figures if f.name == figure.name]
@@ -121,6 +132,14 @@ def median_pass(passes: Sequence[list[Figure]]) -> list[Figure]:
 
 def _ratio(figures: Sequence[Figure]) -> float:
     return next(float(f.data["ratio"]) for f in figures if f.unit == "ratio")
+
+
+def _busiest(figures: Sequence[Figure]) -> float | None:
+    """How busy the cores were during the pass's largest level (None: not measured)."""
+    loads = [f for f in figures if f.unit == CPU_UNIT]
+    if not loads:
+        return None
+    return float(max(loads, key=lambda f: int(f.data["sessions"])).data["busy_pct"])
 
 
 async def _pass(
@@ -148,9 +167,11 @@ async def _pass(
             sockets, refused = await open_many(gateway, ids)
             try:
                 apart = SPREAD_S / len(sockets) if paced and sockets else 0.0
+                before, started = snapshot(processes), time.perf_counter()
                 turns = await asyncio.gather(
                     *(_turn_at(ide, index * apart) for index, ide in enumerate(sockets))
                 )
+                load = Load(cpu_delta(before, snapshot(processes)), time.perf_counter() - started)
                 memory.sample()  # every session still open
             finally:
                 await close_many(sockets)
@@ -184,6 +205,13 @@ async def _pass(
                 f"p50 {num(latency['p50'], 0)} · p99 {num(latency['p99'], 0)}{_by_part(parts)}",
                 "ms",
                 {**latency, "parts_p50": parts},
+            ),
+            Figure(
+                SECTION,
+                f"{label}: CPU per turn",
+                f"{load.split(sessions / 1000, 1, processes=True)}; {load.describe()}",
+                CPU_UNIT,
+                {"sessions": sessions, "busy_pct": load.busy, **load.as_data()},
             ),
             Figure(
                 SECTION,

@@ -177,6 +177,57 @@ def cpu_delta(before: Snapshot, after: Snapshot) -> dict[str, float]:
     return {name: after.cpu[name] - before.cpu.get(name, 0.0) for name in after.cpu}
 
 
+OUTSIDE = ("scripted_model", "bench client")
+"""Not the runtime: the model it is fed by, and the bench itself (they share the box)."""
+
+
+@dataclass(frozen=True)
+class Load:
+    """What a stretch of the bench asked of the box: CPU seconds per process over ``wall``
+    seconds of wall clock, on ``cores`` cores. A level that keeps the cores busy to the
+    end has no room left for a slow minute of a shared VM: the share says which runs met
+    or missed a figure for that reason (decisions.md, "How full the box was")."""
+
+    cpu: Mapping[str, float]
+    wall: float
+    cores: int = os.cpu_count() or 1
+
+    @property
+    def mesh(self) -> float:
+        """CPU seconds of the runtime's processes (Postgres included)."""
+        return sum(cpu for name, cpu in self.cpu.items() if name not in OUTSIDE)
+
+    @property
+    def busy(self) -> float:
+        """Percent of the cores' time the listed processes used (NaN for no time)."""
+        if self.wall <= 0:
+            return float("nan")
+        return sum(self.cpu.values()) / (self.wall * self.cores) * 100
+
+    def split(self, per: float = 1.0, digits: int = 2, processes: bool = False) -> str:
+        """The mesh's CPU, then each outside process's, each divided by ``per``: "mesh 3.52
+        · scripted_model 0.61 · bench client 0.44"; ``processes``: the mesh's own by process
+        in brackets after its total, the largest first."""
+        mesh = f"mesh {self.mesh / per:.{digits}f}"
+        if processes:
+            inside = sorted(
+                ((name, cpu) for name, cpu in self.cpu.items() if name not in OUTSIDE),
+                key=lambda item: -item[1],
+            )
+            mesh += f" ({' · '.join(f'{name} {cpu / per:.{digits}f}' for name, cpu in inside)})"
+        outside = "".join(
+            f" · {name} {self.cpu[name] / per:.{digits}f}" for name in OUTSIDE if name in self.cpu
+        )
+        return mesh + outside
+
+    def describe(self) -> str:
+        """How full the cores were: "the 2 cores 96 % busy over 2.35 s"."""
+        return f"the {self.cores} cores {self.busy:.0f} % busy over {self.wall:.2f} s"
+
+    def as_data(self) -> dict[str, object]:
+        return {"cpu_s": dict(self.cpu), "wall_s": self.wall, "cores": self.cores}
+
+
 LOOP_STEPS = 1_000_000
 
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.procs import cpu_delta, snapshot
+from bench.procs import OUTSIDE, Load, cpu_delta, snapshot
 from bench.report import Figure, first_error, lower_median, num, percentile
 from bench.sessions import Turn, close_many, open_many, pace, streamed_turn
 from bench.upstream import MODEL, Upstream, stream_tokens, words
@@ -30,8 +30,6 @@ from bench.upstream import MODEL, Upstream, stream_tokens, words
 SECTION = "Streaming throughput"
 UNPACED = "bench-stream"
 PACED = "bench-paced"
-# Not the runtime: the model it is fed by, and the bench itself.
-OUTSIDE = ("scripted_model", "bench client")
 ONE_SESSION_TARGET = ">= 5,000 tokens/s"
 ONE_SESSION_RUNS = 5
 AGGREGATE_TARGET = ">= 10,000 tokens/s at 100 sessions"
@@ -61,6 +59,11 @@ class Level:
     @property
     def failures(self) -> list[str]:
         return [*self.refused, *(t.error for t in self.turns if t.error)]
+
+    @property
+    def load(self) -> Load:
+        """What the level's turns asked of the box, from the first message to the last end."""
+        return Load(self.cpu, self.wall)
 
 
 async def run_level(
@@ -148,6 +151,9 @@ def _paced_figure(
         f"itself kept p50 {num(percentile(model_kept, 50))} · p5 "
         f"{num(percentile(model_kept, 5))})"
     )
+    load = level.load
+    if level.cpu:
+        value += f"; the round: {load.describe()} (CPU s: {load.split()})"
     data = {
         "sessions": sessions,
         "pace_tokens_per_s": rate,
@@ -162,6 +168,8 @@ def _paced_figure(
         "aggregate_tokens_per_s": level.tokens / level.wall,
         "errors": len(level.failures),
         "first_errors": level.failures[:3],
+        "busy_pct": load.busy if level.cpu else None,
+        "load": load.as_data(),
     }
     name = f"{sessions:,} sessions at a paced {num(rate, 0)} tokens/s each: pace kept"
     return Figure(SECTION, name, value, "% of upstream pace", data, PACE_TARGET)
@@ -175,8 +183,13 @@ def median_round(rounds: Sequence[Figure]) -> Figure:
     chosen = rounds[lower_median(p5s)]
     value, data = chosen.value, dict(chosen.data)
     if len(rounds) > 1:
-        value += f" (median of {len(rounds)} rounds by p5: {', '.join(num(p) for p in p5s)})"
+        busy = [f.data.get("busy_pct") for f in rounds]
+        known = [float(b) for b in busy if b is not None]
+        cores = f"; the cores busy {', '.join(num(b, 0) for b in known)} %"
+        cores = cores if len(known) == len(busy) else ""
+        value += f" (median of {len(rounds)} rounds by p5: {', '.join(num(p) for p in p5s)}{cores})"
         data["rounds_p5"] = p5s
+        data["rounds_busy_pct"] = busy
     errors = sum(int(f.data["errors"]) for f in rounds)
     first = [e for f in rounds for e in f.data["first_errors"]][:3]
     if errors:

@@ -3,7 +3,7 @@ pass's ratio beside it, and the errors of every pass (none is hidden by the choi
 
 from __future__ import annotations
 
-from bench.concurrency import SECTION, _growth, median_pass
+from bench.concurrency import CPU_UNIT, SECTION, _growth, median_pass
 from bench.report import Figure
 
 LATENCY = "1,000 live WebSockets, turn with a tool round trip (paced): turn latency"
@@ -51,3 +51,24 @@ def test_one_pass_is_shown_as_it_is() -> None:
 def test_an_even_count_shows_the_lower_middle() -> None:
     _, latency, ratio = median_pass([one_pass(2000, 5000, []), one_pass(2000, 3000, [])])
     assert latency.value == "p50 3000" and ratio.value.startswith("1.50x (median of 2")
+
+
+def cpu_row(sessions: int, busy: float) -> Figure:
+    """A level's CPU row as ``_pass`` makes it (the value's text is not read back)."""
+    data = {"sessions": sessions, "busy_pct": busy}
+    return Figure(SECTION, f"{sessions} cpu", "...", CPU_UNIT, data)
+
+
+def test_each_pass_says_how_busy_the_cores_were_at_its_largest_level() -> None:
+    passes = [
+        [cpu_row(1000, 97.4), cpu_row(100, 20.0), *one_pass(2000, 5000, [])],
+        [cpu_row(100, 21.0), cpu_row(1000, 88.6), *one_pass(2000, 3800, [])],
+    ]
+    figures = median_pass(passes)
+    ratio = next(f for f in figures if f.unit == "ratio")
+    assert ratio.value == (
+        "1.90x (median of 2 passes: 2.50x, 1.90x; the cores busy at 1,000: 97, 89 %)"
+    )
+    assert ratio.data["passes_busy_pct"] == [97.4, 88.6]
+    # The shown pass's own CPU rows stay as they were.
+    assert [f.data["busy_pct"] for f in figures if f.unit == CPU_UNIT] == [21.0, 88.6]

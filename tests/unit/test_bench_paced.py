@@ -5,6 +5,7 @@ several rounds, the one with the median p5, beside every round's p5 and every er
 from __future__ import annotations
 
 import math
+import os
 
 from pytest import approx
 
@@ -56,9 +57,34 @@ def test_a_stream_the_model_did_not_log_is_left_out_not_counted_as_kept() -> Non
     assert math.isnan(nothing.data["kept_p50"]) and nothing.data["streams_logged"] == 0
 
 
-def round_of(p5: float, errors: list[str] | None = None) -> Figure:
+def test_a_round_says_what_it_asked_of_the_cores_the_mesh_apart_from_the_model_and_bench() -> None:
+    cores = os.cpu_count() or 1
+    cpu = {"orchestrator": 1.0, "postgres": 0.5, "scripted_model": 0.25, "bench client": 0.25}
+    level = Level([turn(0.3, 2.3)], [], 2.0, cpu=cpu, sessions=["a-1"])
+    figure = _paced_figure(1, 50.0, 50.0, level, [stream("a-1", 0.0, 2.0)])
+    busy = 2.0 / (2.0 * cores) * 100
+    assert figure.data["busy_pct"] == approx(busy)
+    assert figure.value.endswith(
+        f"; the round: the {cores} cores {busy:.0f} % busy over 2.00 s"
+        " (CPU s: mesh 1.50 · scripted_model 0.25 · bench client 0.25)"
+    )
+    bare = Level([turn(0.3, 2.3)], [], 2.0, sessions=["a-1"])
+    unmeasured = _paced_figure(1, 50.0, 50.0, bare, [])
+    assert unmeasured.data["busy_pct"] is None and "the round" not in unmeasured.value
+
+
+def test_the_median_round_lists_how_busy_the_cores_were_in_every_round() -> None:
+    rounds = [round_of(99.0, busy=91.2), round_of(91.0, busy=99.6), round_of(96.0, busy=95.0)]
+    figure = median_round(rounds)
+    assert figure.value == (
+        "p5 96 (median of 3 rounds by p5: 99.0, 91.0, 96.0; the cores busy 91, 100, 95 %)"
+    )
+    assert figure.data["rounds_busy_pct"] == [91.2, 99.6, 95.0]
+
+
+def round_of(p5: float, errors: list[str] | None = None, busy: float | None = None) -> Figure:
     errors = errors or []
-    data = {"kept_p5": p5, "errors": len(errors), "first_errors": errors[:3]}
+    data = {"kept_p5": p5, "errors": len(errors), "first_errors": errors[:3], "busy_pct": busy}
     return Figure("Streaming throughput", "pace kept", f"p5 {p5:g}", "%", data, "t")
 
 

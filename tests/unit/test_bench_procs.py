@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import subprocess
 import sys
 import time
 
-from bench.procs import POSTGRES, cpu_delta, current, quiet, resident, snapshot
+from bench.procs import POSTGRES, Load, cpu_delta, current, quiet, resident, snapshot
 from bench.sessions import PeakMemory
 
 BURN = (
@@ -76,3 +77,20 @@ async def test_the_bench_waits_for_busy_processes_to_go_quiet() -> None:
         for process in (busy, idle):
             process.kill()
             await process.wait()
+
+
+def test_a_load_splits_the_mesh_from_the_model_and_bench_and_says_how_full_the_cores_were() -> None:
+    cpu = {"orchestrator": 1.5, "gateway": 0.75, "postgres": 1.0, "scripted_model": 0.5}
+    load = Load({**cpu, "bench client": 0.25}, wall=2.0, cores=2)
+    assert load.mesh == 3.25
+    assert load.busy == 100.0  # 4.0 CPU s in 2 s on 2 cores
+    assert load.split() == "mesh 3.25 · scripted_model 0.50 · bench client 0.25"
+    # Per turn (1,000 turns, in ms), the mesh's processes largest first.
+    assert load.split(1 / 1000, 0, processes=True) == (
+        "mesh 3250 (orchestrator 1500 · postgres 1000 · gateway 750)"
+        " · scripted_model 500 · bench client 250"
+    )
+    assert load.describe() == "the 2 cores 100 % busy over 2.00 s"
+    assert Load(cpu, wall=4.0, cores=2).busy == 46.875
+    assert math.isnan(Load(cpu, wall=0.0).busy)
+    assert load.as_data() == {"cpu_s": {**cpu, "bench client": 0.25}, "wall_s": 2.0, "cores": 2}
