@@ -114,6 +114,9 @@ class Settings:
     """LLM_TIMEOUT: seconds for one upstream call."""
     llm_max_retries: int = 2
     """LLM_MAX_RETRIES: retries before the first token on 408/409/429/5xx."""
+    llm_stream_pieces_per_s: float = 1000.0
+    """LLM_STREAM_PIECES_PER_S: text pieces per second one llmproxy's streams share; past
+    it a stream's text is joined into fewer pieces (llmproxy/pacing.py); 0: no limit."""
     llm_early_requests: bool = True
     """LLM_EARLY_REQUESTS: send a turn's model request as its user message arrives, when the
     request can be told beforehand (peers/early.py); a wrong guess costs an upstream call."""
@@ -218,6 +221,9 @@ class Settings:
             ),
             llm_timeout=_number(env, "LLM_TIMEOUT", cls.llm_timeout, minimum=0.01),
             llm_max_retries=int(_number(env, "LLM_MAX_RETRIES", cls.llm_max_retries)),
+            llm_stream_pieces_per_s=_number(
+                env, "LLM_STREAM_PIECES_PER_S", cls.llm_stream_pieces_per_s
+            ),
             llm_early_requests=_bool(env, "LLM_EARLY_REQUESTS", cls.llm_early_requests),
             llm_turn_retries=int(_number(env, "LLM_TURN_RETRIES", cls.llm_turn_retries)),
             gateway_host=env.get("GATEWAY_HOST") or cls.gateway_host,

@@ -25,10 +25,10 @@ import grpc
 from codelab.v1 import llmproxy_pb2 as pb
 from services.common.errors import ServiceError
 from services.common.interceptors import ERROR_CODE_KEY, ERROR_DETAILS_KEY, ending_of
+from services.llmproxy.pacing import DELTAS, HeldText, TextBudget
 
 log = logging.getLogger(__name__)
 
-DELTAS = frozenset({"text_delta", "reasoning_delta"})
 Complete = Callable[[pb.CompleteRequest, Any], AsyncIterator[pb.CompleteChunk]]
 """A Complete handler: ``(request, context)`` -> its chunks."""
 
@@ -106,24 +106,33 @@ async def serve_many(
     envelopes: AsyncIterable[pb.CompleteEnvelope],
     complete: Complete,
     stopping: asyncio.Event | None = None,
+    budget: TextBudget | None = None,
 ) -> AsyncIterator[pb.CompleteBatch]:
     """The batches of a CompleteMany call whose client writes ``envelopes``. Once
     ``stopping`` is set (the server's grace period), the call ends as soon as no request
-    runs: its client opens another (on a replica that serves) for its next one."""
+    runs: its client opens another (on a replica that serves) for its next one. ``budget``:
+    the text pieces per second the process's streams share (pacing.py; none: no limit)."""
     outbox = _Outbox()
     running: dict[int, asyncio.Task[None]] = {}
+    budget = budget or TextBudget(0)
 
     async def run(request_id: int, request: pb.CompleteRequest) -> None:
+        held = HeldText(outbox.put, budget)
+        budget.running += 1
         try:
             async for chunk in complete(request, RequestContext()):
-                outbox.put(pb.TaggedChunk(id=request_id, chunk=chunk))
+                held.put(pb.TaggedChunk(id=request_id, chunk=chunk))
         except asyncio.CancelledError:
+            held.drop()
             raise  # cancelled by its client (or the call ended): nobody to tell
         except Exception as error:
+            held.flush()
             outbox.put(pb.TaggedChunk(id=request_id, failure=failure_of(error)))
         else:
+            held.flush()
             outbox.put(pb.TaggedChunk(id=request_id, end=True))
         finally:
+            budget.running -= 1
             if running.get(request_id) is asyncio.current_task():
                 del running[request_id]
             outbox.ready.set()

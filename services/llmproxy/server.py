@@ -13,6 +13,7 @@ from services.common.runner import run_service
 from services.common.server import MeshServer, ServiceDeps, create_server
 from services.common.settings import Settings
 from services.llmproxy.accounting import AccountedUpstream
+from services.llmproxy.pacing import TextBudget
 from services.llmproxy.servicer import SERVICE_NAME, LlmProxyServicer
 from services.llmproxy.store import SQL_DIR, UsageStore
 from services.llmproxy.upstream import Upstream
@@ -37,7 +38,12 @@ async def build(
         max_retries=settings.llm_max_retries,
     )
     store = UsageStore(pool)
-    servicer = LlmProxyServicer(AccountedUpstream(upstream, store), store, settings.embedding_model)
+    servicer = LlmProxyServicer(
+        AccountedUpstream(upstream, store),
+        store,
+        settings.embedding_model,
+        TextBudget(settings.llm_stream_pieces_per_s),
+    )
 
     async def database_answers() -> bool:
         return await db.ping(pool)

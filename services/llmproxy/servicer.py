@@ -17,6 +17,7 @@ from services.common.model_stream import ModelOutput, ModelToolCall, ReasoningPi
 from services.llmproxy.accounting import AccountedUpstream
 from services.llmproxy.coalesce import coalesced
 from services.llmproxy.many import serve_many
+from services.llmproxy.pacing import TextBudget
 from services.llmproxy.store import Usage, UsageStore
 from services.llmproxy.tool_names import ToolNames
 from services.llmproxy.upstream import CompletionRequest
@@ -150,10 +151,19 @@ def usage_to_proto(usage: Usage) -> pb.SessionUsage:
 class LlmProxyServicer(pb_grpc.LlmProxyServicer):
     """Streams completions and answers usage and embedding queries."""
 
-    def __init__(self, upstream: AccountedUpstream, store: UsageStore, embed_model: str) -> None:
+    def __init__(
+        self,
+        upstream: AccountedUpstream,
+        store: UsageStore,
+        embed_model: str,
+        budget: TextBudget | None = None,
+    ) -> None:
         self.upstream = upstream
         self.store = store
         self.embed_model = embed_model
+        self.budget = budget or TextBudget(0)
+        """The text pieces per second the shared calls' streams share (pacing.py; the
+        server passes LLM_STREAM_PIECES_PER_S, none is no limit)."""
         self.stopping = asyncio.Event()
         """Set as the server's grace period starts: idle shared calls end."""
 
@@ -181,7 +191,7 @@ class LlmProxyServicer(pb_grpc.LlmProxyServicer):
         context: aio.ServicerContext[Any, Any],
     ) -> AsyncIterator[pb.CompleteBatch]:
         """Many ``Complete`` requests on one call (many.py)."""
-        async for batch in serve_many(request_iterator, self.answer, self.stopping):
+        async for batch in serve_many(request_iterator, self.answer, self.stopping, self.budget):
             yield batch
 
     async def Embed(

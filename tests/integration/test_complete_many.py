@@ -9,7 +9,7 @@ from collections import defaultdict
 import grpc
 
 from codelab.v1 import llmproxy_pb2 as pb
-from tests.support.mesh import Mesh
+from tests.support.mesh import Mesh, running_mesh
 
 
 def request(text: str, **kwargs: object) -> pb.CompleteRequest:
@@ -112,3 +112,20 @@ async def test_a_reused_id_is_refused_while_its_request_runs(mesh: Mesh) -> None
     refused = [item.failure for item in items if item.HasField("failure")]
     assert len(refused) == 1 and refused[0].error_code == "INVALID_MESSAGE"
     assert "".join(i.chunk.text_delta for i in items if i.HasField("chunk")) == "b " * 20
+
+
+async def test_past_its_budget_a_streams_text_goes_in_fewer_pieces_first_word_at_once(
+    database_url: str,
+) -> None:
+    # A budget of one piece a second: a lone stream's hold is the longest (MAX_HOLD).
+    async with running_mesh(database_url, gateway=False, llm_stream_pieces_per_s=1.0) as mesh:
+        words = "one two three four five six seven eight"
+        mesh.scripted.enqueue({"match": "paced", "text": words, "token_delay_ms": 20})
+        call = mesh.client.llmproxy.CompleteMany()
+        await call.write(envelope(1, request("paced")))
+        await call.done_writing()
+        items = await rest(call)
+    pieces = [item.chunk.text_delta for item in items if item.HasField("chunk")]
+    assert "".join(pieces) == words
+    assert pieces[0] == "one" and len(pieces) < len(words.split())
+    assert items[-1].end

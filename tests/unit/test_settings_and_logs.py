@@ -23,6 +23,8 @@ def test_defaults_are_the_architecture_docs() -> None:
     assert settings.multi_agent_mode is True and settings.agent_stream_timeout == 300
     assert settings.agent_instances_max == 2048
     assert Settings.from_env({"AGENT_INSTANCES_MAX": "16"}).agent_instances_max == 16
+    assert settings.llm_stream_pieces_per_s == 1000
+    assert Settings.from_env({"LLM_STREAM_PIECES_PER_S": "0"}).llm_stream_pieces_per_s == 0
 
 
 @pytest.mark.parametrize(
@@ -36,6 +38,8 @@ def test_defaults_are_the_architecture_docs() -> None:
         ({"AGENT_INSTANCES_MAX": "many"}, "AGENT_INSTANCES_MAX"),
         ({"HITL_ADDR": "nohost"}, "HITL_ADDR"),
         ({"LOG_LEVEL": "LOUD"}, "LOG_LEVEL"),
+        ({"LLM_STREAM_PIECES_PER_S": "-5"}, "LLM_STREAM_PIECES_PER_S"),
+        ({"LLM_STREAM_PIECES_PER_S": "lots"}, "LLM_STREAM_PIECES_PER_S"),
         ({"GATEWAY_API_KEYS": "justakey"}, "GATEWAY_API_KEYS"),
     ],
 )
