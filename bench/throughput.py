@@ -151,6 +151,10 @@ def _paced_figure(
         f"itself kept p50 {num(percentile(model_kept, 50))} · p5 "
         f"{num(percentile(model_kept, 5))})"
     )
+    # How many token events carried an answer: the text is joined into fewer pieces when
+    # many stream at once (llmproxy/pacing.py), and the pace alone would not show it.
+    pieces = percentile([float(t.events) for t in level.turns if not t.error], 50)
+    value += f"; token events per answer p50 {num(pieces, 0)}"
     load = level.load
     if level.cpu:
         value += f"; the round: {load.describe()} (CPU s: {load.split()})"
@@ -168,6 +172,7 @@ def _paced_figure(
         "aggregate_tokens_per_s": level.tokens / level.wall,
         "errors": len(level.failures),
         "first_errors": level.failures[:3],
+        "events_p50": pieces,
         "busy_pct": load.busy if level.cpu else None,
         "load": load.as_data(),
     }

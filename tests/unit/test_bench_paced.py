@@ -47,6 +47,16 @@ def test_the_mesh_is_judged_by_the_pace_the_model_itself_kept() -> None:
     assert figure.target == ">= 95 % at 100 sessions"
 
 
+def test_the_figure_says_in_how_many_token_events_an_answer_came() -> None:
+    joined = Turn(tokens=101, events=21, first_token_s=0.3, last_token_s=2.3)
+    alone = Turn(tokens=101, events=101, first_token_s=0.3, last_token_s=2.3)
+    failed = Turn(tokens=3, events=3, error="TIMEOUT: no done")
+    level = Level([joined, joined, alone, failed], [], 3.0, sessions=["a", "b", "c", "d"])
+    figure = _paced_figure(4, 50.0, 50.0, level, [])
+    assert figure.data["events_p50"] == 21.0  # the failed turn is not an answer
+    assert "; token events per answer p50 21" in figure.value
+
+
 def test_a_stream_the_model_did_not_log_is_left_out_not_counted_as_kept() -> None:
     level = Level([turn(0.3, 2.3), turn(0.3, 4.3)], [], 5.0, sessions=["a-1", "b-1"])
     figure = _paced_figure(2, 50.0, 50.0, level, [stream("a-1", 0.0, 2.0)])
@@ -65,7 +75,7 @@ def test_a_round_says_what_it_asked_of_the_cores_the_mesh_apart_from_the_model_a
     busy = 2.0 / (2.0 * cores) * 100
     assert figure.data["busy_pct"] == approx(busy)
     assert figure.value.endswith(
-        f"; the round: the {cores} cores {busy:.0f} % busy over 2.00 s"
+        f"; token events per answer p50 101; the round: the {cores} cores {busy:.0f} % busy over 2.00 s"
         " (CPU s: mesh 1.50 · scripted_model 0.25 · bench client 0.25)"
     )
     bare = Level([turn(0.3, 2.3)], [], 2.0, sessions=["a-1"])
