@@ -75,7 +75,8 @@ def test_a_round_says_what_it_asked_of_the_cores_the_mesh_apart_from_the_model_a
     busy = 2.0 / (2.0 * cores) * 100
     assert figure.data["busy_pct"] == approx(busy)
     assert figure.value.endswith(
-        f"; token events per answer p50 101; the round: the {cores} cores {busy:.0f} % busy over 2.00 s"
+        "; token events per answer p50 101; the round: "
+        f"the {cores} cores {busy:.0f} % busy over 2.00 s"
         " (CPU s: mesh 1.50 · scripted_model 0.25 · bench client 0.25)"
     )
     bare = Level([turn(0.3, 2.3)], [], 2.0, sessions=["a-1"])
