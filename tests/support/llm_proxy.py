@@ -20,6 +20,7 @@ from services.common.channels import internal_channel
 from services.common.errors import ServiceError
 from services.common.server import ServiceDeps, create_server
 from services.common.settings import Settings
+from services.llmproxy.pacing import TextBudget
 from services.llmproxy.servicer import LlmProxyServicer
 from services.orchestrator.peers.llm import LlmClient
 from tests.support.mesh import INTERNAL_KEY
@@ -71,6 +72,8 @@ class ScriptedProxy(pb_grpc.LlmProxyServicer):
     refuse_shared: int = 0
     """Shared calls to end UNAVAILABLE once a request is read (a call whose llmproxy went
     away while it was kept)."""
+    budget: TextBudget = field(default_factory=lambda: TextBudget(0))
+    """CompleteMany's text pieces per second (llmproxy/pacing.py): none, every piece at once."""
 
     def play(self, *replies: Reply) -> None:
         self.replies.extend(replies)
