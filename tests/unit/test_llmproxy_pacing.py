@@ -13,6 +13,7 @@ from pytest import approx
 from codelab.v1 import llmproxy_pb2 as pb
 from services.llmproxy.many import serve_many
 from services.llmproxy.pacing import MAX_HOLD, HeldText, TextBudget
+from tests.support.many_client import Client
 
 HOLD_S = 0.05
 """The hold of ``held()``'s budget: one stream of 20 pieces a second."""
@@ -108,23 +109,6 @@ async def test_without_a_budget_every_piece_goes_at_once() -> None:
         stream.put(text(piece))
     assert shown(sent) == ["text_delta:a ", "text_delta:b ", "text_delta:c "]
     assert stream.timer is None
-
-
-class Client:
-    """The envelopes of a CompleteMany call; ``close`` ends its writing."""
-
-    def __init__(self) -> None:
-        self.queue: asyncio.Queue[pb.CompleteEnvelope | None] = asyncio.Queue()
-
-    def send(self, item: pb.CompleteEnvelope) -> None:
-        self.queue.put_nowait(item)
-
-    def close(self) -> None:
-        self.queue.put_nowait(None)
-
-    async def __aiter__(self) -> AsyncIterator[pb.CompleteEnvelope]:
-        while (item := await self.queue.get()) is not None:
-            yield item
 
 
 def request(request_id: int, content: str) -> pb.CompleteEnvelope:

@@ -13,6 +13,7 @@ import pytest
 from codelab.v1 import llmproxy_pb2 as pb
 from services.common.errors import InvalidInput
 from services.llmproxy.many import serve_many
+from tests.support.many_client import Client
 
 
 def envelope(request_id: int, text: str) -> pb.CompleteEnvelope:
@@ -40,24 +41,6 @@ async def complete(request: pb.CompleteRequest, context: Any) -> AsyncIterator[p
 
 RELEASE = asyncio.Event()
 CANCELLED: list[str] = []
-
-
-class Client:
-    """The envelopes a test writes, then (``close``) the end of its writing."""
-
-    def __init__(self) -> None:
-        self.queue: asyncio.Queue[pb.CompleteEnvelope | None] = asyncio.Queue()
-
-    def send(self, *envelopes: pb.CompleteEnvelope) -> None:
-        for item in envelopes:
-            self.queue.put_nowait(item)
-
-    def close(self) -> None:
-        self.queue.put_nowait(None)
-
-    async def __aiter__(self) -> AsyncIterator[pb.CompleteEnvelope]:
-        while (item := await self.queue.get()) is not None:
-            yield item
 
 
 async def batches(stream: AsyncIterator[pb.CompleteBatch]) -> list[list[pb.TaggedChunk]]:
