@@ -24,7 +24,7 @@ import statistics
 import time
 from collections.abc import Mapping, Sequence
 
-from bench.procs import Load, cpu_delta, snapshot
+from bench.procs import Load, busy_list, cpu_delta, snapshot
 from bench.report import Figure, first_error, lower_median, num, spread
 from bench.sessions import PeakMemory, Turn, close_many, open_many, tool_turn
 from bench.upstream import Upstream
@@ -109,11 +109,8 @@ def median_pass(passes: Sequence[list[Figure]]) -> list[Figure]:
         if figure.unit == "ratio" and len(passes) > 1:
             each = ", ".join(f"{num(r, 2)}x" for r in ratios)
             busy = [_busiest(figures) for figures in passes]
-            known = [b for b in busy if b is not None]
-            cores = ""
-            if len(known) == len(busy):
-                sessions = f"{int(figure.data['high']):,}"
-                cores = f"; the cores busy at {sessions}: {', '.join(num(b, 0) for b in known)} %"
+            shares = busy_list(busy)
+            cores = f"; the cores busy at {int(figure.data['high']):,}: {shares}" if shares else ""
             value = f"{figure.value} (median of {len(passes)} passes: {each}{cores})"
             data = {**figure.data, "passes": ratios, "passes_busy_pct": busy}
             figure = dataclasses.replace(figure, value=value, data=data)

@@ -11,7 +11,7 @@ import asyncio
 import itertools
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -226,6 +226,15 @@ class Load:
 
     def as_data(self) -> dict[str, object]:
         return {"cpu_s": dict(self.cpu), "wall_s": self.wall, "cores": self.cores}
+
+
+def busy_list(shares: Sequence[float | None]) -> str | None:
+    """Several passes' or rounds' busy shares for a table: "91, 100, 95 %"; None when any
+    was not measured."""
+    known = [share for share in shares if share is not None]
+    if len(known) != len(shares):
+        return None
+    return f"{', '.join(f'{share:.0f}' for share in known)} %"
 
 
 LOOP_STEPS = 1_000_000

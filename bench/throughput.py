@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.procs import OUTSIDE, Load, cpu_delta, snapshot
+from bench.procs import OUTSIDE, Load, busy_list, cpu_delta, snapshot
 from bench.report import Figure, first_error, lower_median, num, percentile
 from bench.sessions import Turn, close_many, open_many, pace, streamed_turn
 from bench.upstream import MODEL, Upstream, stream_tokens, words
@@ -189,9 +189,8 @@ def median_round(rounds: Sequence[Figure]) -> Figure:
     value, data = chosen.value, dict(chosen.data)
     if len(rounds) > 1:
         busy = [f.data.get("busy_pct") for f in rounds]
-        known = [float(b) for b in busy if b is not None]
-        cores = f"; the cores busy {', '.join(num(b, 0) for b in known)} %"
-        cores = cores if len(known) == len(busy) else ""
+        shares = busy_list(busy)
+        cores = f"; the cores busy {shares}" if shares else ""
         value += f" (median of {len(rounds)} rounds by p5: {', '.join(num(p) for p in p5s)}{cores})"
         data["rounds_p5"] = p5s
         data["rounds_busy_pct"] = busy

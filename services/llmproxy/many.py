@@ -25,7 +25,7 @@ import grpc
 from codelab.v1 import llmproxy_pb2 as pb
 from services.common.errors import ServiceError
 from services.common.interceptors import ERROR_CODE_KEY, ERROR_DETAILS_KEY, ending_of
-from services.llmproxy.pacing import DELTAS, HeldText, TextBudget
+from services.llmproxy.pacing import HeldText, TextBudget, joined
 
 log = logging.getLogger(__name__)
 
@@ -82,16 +82,7 @@ class _Outbox:
         self.ready = asyncio.Event()
 
     def put(self, item: pb.TaggedChunk) -> None:
-        last = self.items[-1] if self.items else None
-        kind = item.chunk.WhichOneof("chunk") if item.HasField("chunk") else None
-        if (
-            last is not None
-            and last.id == item.id
-            and kind in DELTAS
-            and last.HasField("chunk")
-            and last.chunk.WhichOneof("chunk") == kind
-        ):
-            setattr(last.chunk, kind, getattr(last.chunk, kind) + getattr(item.chunk, kind))
+        if self.items and joined(self.items[-1], item):
             return
         self.items.append(item)
         self.ready.set()
@@ -126,11 +117,9 @@ async def serve_many(
             held.drop()
             raise  # cancelled by its client (or the call ended): nobody to tell
         except Exception as error:
-            held.flush()
-            outbox.put(pb.TaggedChunk(id=request_id, failure=failure_of(error)))
+            held.put(pb.TaggedChunk(id=request_id, failure=failure_of(error)))  # after its text
         else:
-            held.flush()
-            outbox.put(pb.TaggedChunk(id=request_id, end=True))
+            held.put(pb.TaggedChunk(id=request_id, end=True))
         finally:
             budget.running -= 1
             if running.get(request_id) is asyncio.current_task():

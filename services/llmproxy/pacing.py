@@ -29,6 +29,22 @@ MAX_HOLD = 0.25
 """Seconds: the longest a piece waits for the next, whatever the number of streams."""
 
 
+def delta_kind(item: pb.TaggedChunk) -> str | None:
+    """``text_delta`` or ``reasoning_delta`` for a delta that may be joined; else None."""
+    kind = item.chunk.WhichOneof("chunk") if item.HasField("chunk") else None
+    return kind if kind in DELTAS else None
+
+
+def joined(into: pb.TaggedChunk, item: pb.TaggedChunk) -> bool:
+    """Append ``item``'s delta to ``into`` when both are deltas of one kind of one request
+    (True); else leave both as they are (False)."""
+    kind = delta_kind(item)
+    if kind is None or into.id != item.id or delta_kind(into) != kind:
+        return False
+    setattr(into.chunk, kind, getattr(into.chunk, kind) + getattr(item.chunk, kind))
+    return True
+
+
 class TextBudget:
     """The pieces per second the running streams of this process share (0: no limit)."""
 
@@ -57,15 +73,12 @@ class HeldText:
         self.timer: asyncio.TimerHandle | None = None
 
     def put(self, item: pb.TaggedChunk) -> None:
-        kind = item.chunk.WhichOneof("chunk") if item.HasField("chunk") else None
-        if kind not in DELTAS:
+        if delta_kind(item) is None:
             self.flush()
             self.send(item)
             return
-        held = self.held
-        if held is not None:
-            if held.chunk.WhichOneof("chunk") == kind:
-                setattr(held.chunk, kind, getattr(held.chunk, kind) + getattr(item.chunk, kind))
+        if self.held is not None:
+            if joined(self.held, item):
                 return
             self.flush()  # reasoning, then text: each goes as its own piece
         loop = asyncio.get_running_loop()
